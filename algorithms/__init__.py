@@ -1,0 +1,47 @@
+"""DPMM inference algorithms behind one contract (see DESIGN.md "Samplers").
+
+>>> import algorithms
+>>> algorithms.available()                                   # doctest: +SKIP
+>>> s = algorithms.make("gibbs", family=fam, alpha=1.0, seed=0)  # doctest: +SKIP
+
+Adding an algorithm = one module with a :class:`algorithms.base.Sampler` subclass plus one
+line in ``_REGISTRY`` below.
+"""
+from __future__ import annotations
+
+import importlib
+from types import MappingProxyType
+
+from .base import Sampler, State
+from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+
+#: registry name -> "module:Class" (imported on first use)
+_REGISTRY = MappingProxyType({
+    "fsd": "algorithms.fsd:FiniteSymmetricDirichlet",
+    "gibbs": "algorithms.gibbs:CollapsedGibbs",
+})
+
+
+def available() -> list[str]:
+    """Registry names of every implemented algorithm."""
+    return list(_REGISTRY)
+
+
+def get(name: str) -> type[Sampler]:
+    """The sampler class registered as ``name``."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(available())}")
+    module, cls = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make(name: str, family, alpha: float = 1.0, seed: int = 0, backend=None, **options) -> Sampler:
+    """Build the sampler ``name`` for ``family`` with concentration ``alpha`` and ``seed``.
+
+    Unknown names and options raise with the list of valid ones.
+    """
+    return get(name)(family, alpha=alpha, seed=seed, backend=backend, **options)
+
+
+__all__ = ["available", "get", "make", "Sampler", "State",
+           "NormalInverseWishart", "NormalKnownCovariance", "DirichletMultinomial"]

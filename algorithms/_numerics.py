@@ -1,0 +1,87 @@
+"""Small numerical helpers shared by families and samplers (log-space, sampling)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+from scipy.special import gammaln
+
+LOG_PI = math.log(math.pi)
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+def log_multigamma(a, dim: int):
+    """log Gamma_D(a), vectorised over ``a``."""
+    a = np.asarray(a, dtype=np.float64)
+    j = np.arange(dim, dtype=np.float64)
+    return dim * (dim - 1) / 4.0 * LOG_PI + gammaln(a[..., None] - j / 2.0).sum(axis=-1)
+
+
+def log_gamma_variates(rng: np.random.Generator, shape) -> np.ndarray:
+    """log of Gamma(shape, 1) draws, accurate for tiny shapes.
+
+    A plain Gamma(0.01) draw underflows to 0 most of the time; for shape < 1 we use
+    Gamma(a) = Gamma(a + 1) * U**(1/a) and stay in log space.
+    """
+    shape = np.asarray(shape, dtype=np.float64)
+    small = shape < 1.0
+    g = rng.gamma(np.where(small, shape + 1.0, shape))
+    out = np.log(g)
+    if np.any(small):
+        u = rng.random(shape.shape)
+        out = np.where(small, out + np.log(u) / np.where(small, shape, 1.0), out)
+    return out
+
+
+def log_dirichlet(rng: np.random.Generator, concentration) -> np.ndarray:
+    """log of a Dirichlet draw (rows of ``concentration`` are independent draws)."""
+    lg = log_gamma_variates(rng, concentration)
+    m = lg.max(axis=-1, keepdims=True)
+    return lg - (m + np.log(np.exp(lg - m).sum(axis=-1, keepdims=True)))
+
+
+def logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    m = a.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return (m + np.log(np.exp(a - m).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+@njit(cache=True, inline="always")
+def sample_log_weights(logw, n, u):
+    """Index drawn from the first ``n`` entries of ``logw`` (log weights), using the
+    uniform ``u``; ``logw`` is overwritten with unnormalised weights."""
+    m = -np.inf
+    for k in range(n):
+        if logw[k] > m:
+            m = logw[k]
+    total = 0.0
+    for k in range(n):
+        w = math.exp(logw[k] - m)
+        logw[k] = w
+        total += w
+    target = u * total
+    acc = 0.0
+    last = 0
+    for k in range(n):
+        if logw[k] > 0.0:
+            acc += logw[k]
+            last = k
+            if acc > target:
+                return k
+    return last
+
+
+@njit(cache=True, parallel=True)
+def sample_rows(loglik, log_weights, uniforms, out):
+    """out[r] ~ Cat(exp(loglik[r] + log_weights)), drawn with ``uniforms[r]``.
+
+    Rows are independent, so the result does not depend on the number of threads.
+    ``loglik`` is overwritten.
+    """
+    N, K = loglik.shape
+    for r in prange(N):
+        row = loglik[r]
+        for k in range(K):
+            row[k] += log_weights[k]
+        out[r] = sample_log_weights(row, K, uniforms[r])

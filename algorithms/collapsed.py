@@ -1,0 +1,109 @@
+"""Collapsed single-site moves shared by every collapsed sampler, generic over families.
+
+The family supplies ``add``/``remove``/``logpred`` numba kernels (see
+:class:`algorithms.families.CollapsedKernels`); :func:`collapsed_sweep` binds them into one
+compiled sweep (numba specialises the closure per family).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import njit
+
+from ._numerics import sample_log_weights
+
+
+@functools.cache
+def collapsed_sweep(kernels):
+    """Compiled Neal (2000) Algorithm-3 sweep for one family's kernels.
+
+    ``sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw)``
+    visits ``order[start:]``; for each point it removes it from its cluster, weighs every
+    occupied slot by ``log n_k + logpred`` and one empty slot by ``log alpha + log p(x_i)``,
+    draws with ``uniforms[t]`` and adds the point back. When no empty slot is left it puts the
+    point back where it was and returns its position so the caller can enlarge the table;
+    otherwise it returns ``len(order)``.
+    """
+    add, remove, logpred = kernels
+
+    @njit(cache=True)
+    def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw):
+        counts = table[0]
+        C = counts.shape[0]
+        for t in range(start, order.shape[0]):
+            i = order[t]
+            old = labels[i]
+            remove(table, hyper, data, i, old)
+            free = -1
+            for k in range(C):
+                if counts[k] > 0:
+                    logw[k] = math.log(counts[k]) + logpred(table, hyper, data, i, k)
+                else:
+                    logw[k] = -np.inf
+                    if free < 0:
+                        free = k
+            if free < 0:
+                add(table, hyper, data, i, old)
+                return t
+            logw[free] = log_alpha + log_prior_pred[i]
+            new = sample_log_weights(logw, C, uniforms[t])
+            add(table, hyper, data, i, new)
+            labels[i] = new
+        return order.shape[0]
+
+    return sweep
+
+
+@functools.cache
+def conditional_logweights(kernels):
+    """Compiled helper returning the log weights the sweep would use for point ``i``
+    (removed from its cluster first, then put back): exposes the kernel's conditional for
+    the exact transition-matrix tests."""
+    add, remove, logpred = kernels
+
+    @njit(cache=True)
+    def weights(data, hyper, table, labels, i, log_alpha, log_prior_pred, logw):
+        counts = table[0]
+        C = counts.shape[0]
+        old = labels[i]
+        remove(table, hyper, data, i, old)
+        free = -1
+        for k in range(C):
+            if counts[k] > 0:
+                logw[k] = math.log(counts[k]) + logpred(table, hyper, data, i, k)
+            else:
+                logw[k] = -np.inf
+                if free < 0:
+                    free = k
+        if free >= 0:
+            logw[free] = log_alpha + log_prior_pred[i]
+        add(table, hyper, data, i, old)
+        return free
+
+    return weights
+
+
+def run_sweep(family, X, kdata, labels, order, uniforms, log_alpha, log_prior_pred, capacity):
+    """Run one collapsed sweep over ``order``, growing the cluster table as needed.
+
+    ``labels`` (values in ``0..capacity-1``) is updated in place; returns the final table.
+    """
+    sweep = collapsed_sweep(family.kernels)
+    hyper = family.kernel_hyper()
+    table = family.kernel_table(X, labels, capacity)
+    logw = np.empty(capacity)
+    pos = 0
+    while True:
+        pos = sweep(kdata, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, pos, logw)
+        if pos == len(order):
+            return table
+        capacity *= 2
+        table = family.kernel_table(X, labels, capacity)
+        logw = np.empty(capacity)
+
+
+def prior_predictive(family, X) -> np.ndarray:
+    """log p(x_i) under the prior, for every point (the new-cluster term)."""
+    return np.ascontiguousarray(family.log_predictive(X, family.empty_stats(1))[:, 0])

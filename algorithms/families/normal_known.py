@@ -1,0 +1,172 @@
+"""Isotropic Gaussian with known variance (Wang & Lin's model, SPEC §0.4b).
+
+``x | mu ~ N(mu, sigma^2 I)``, ``mu ~ N(mu0, sigma0^2 I)``. Data are centred at ``mu0``.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .._numerics import LOG_2PI
+from ._base import CollapsedKernels, Family, check_finite_matrix
+
+
+class IsotropicStats(NamedTuple):
+    n: np.ndarray  #: (K,) number of points
+    s1: np.ndarray  #: (K, D) sum of (x - mu0)
+    ss: np.ndarray  #: (K,) sum of ||x - mu0||^2
+
+
+class IsotropicParams(NamedTuple):
+    mu: np.ndarray  #: (K, D) component means
+
+
+class NormalKnownCovariance(Family):
+    """Gaussian components with known isotropic covariance ``sigma^2 I``.
+
+    Parameters
+    ----------
+    sigma : float
+        Known standard deviation of every component (> 0).
+    mu0 : array_like, shape (D,)
+        Prior mean of component means.
+    sigma0 : float
+        Prior standard deviation of component means (> 0).
+    """
+
+    def __init__(self, sigma, mu0, sigma0):
+        mu0 = np.atleast_1d(np.asarray(mu0, dtype=np.float64))
+        if mu0.ndim != 1 or not np.all(np.isfinite(mu0)):
+            raise ValueError("mu0 must be a finite 1-D vector")
+        for name, v in (("sigma", sigma), ("sigma0", sigma0)):
+            if not (np.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be > 0, got {v}")
+        self.sigma, self.mu0, self.sigma0 = float(sigma), mu0, float(sigma0)
+        self.dim = mu0.shape[0]
+        self.kappa0 = 1.0 / self.sigma0 ** 2
+        self.var = self.sigma ** 2
+
+    def __repr__(self):
+        return f"NormalKnownCovariance(D={self.dim}, sigma={self.sigma:g}, sigma0={self.sigma0:g})"
+
+    @classmethod
+    def default_for(cls, X, sigma: float | None = None):
+        """``mu0`` = data mean, ``sigma0`` = overall spread of the data; ``sigma`` defaults to
+        a tenth of that spread (components narrower than the data)."""
+        X = check_finite_matrix(X)
+        spread = float(np.sqrt(max(X.var(axis=0).mean(), 1e-12))) if X.shape[0] > 1 else 1.0
+        return cls(sigma if sigma is not None else 0.1 * spread, X.mean(axis=0), spread)
+
+    def validate(self, X):
+        X = check_finite_matrix(X)
+        if X.shape[1] != self.dim:
+            raise ValueError(f"X has dimension {X.shape[1]} but the NormalKnownCovariance prior has dimension {self.dim}")
+        return X
+
+    def _centre(self, X):
+        return np.ascontiguousarray(X - self.mu0)
+
+    def stats(self, X, labels, n_clusters):
+        Xc = self._centre(X)
+        labels = np.asarray(labels, dtype=np.int64)
+        n = np.bincount(labels, minlength=n_clusters).astype(np.float64)[:n_clusters]
+        s1 = np.stack([np.bincount(labels, weights=Xc[:, d], minlength=n_clusters)[:n_clusters]
+                       for d in range(self.dim)], axis=1)
+        ss = np.bincount(labels, weights=(Xc * Xc).sum(axis=1), minlength=n_clusters)[:n_clusters]
+        return IsotropicStats(n, s1, ss)
+
+    def empty_stats(self, n_clusters):
+        return IsotropicStats(np.zeros(n_clusters), np.zeros((n_clusters, self.dim)), np.zeros(n_clusters))
+
+    def posterior(self, stats):
+        """(kappa_n, posterior mean of mu (centred)); posterior var of mu is 1/kappa_n."""
+        kappa = self.kappa0 + stats.n / self.var
+        return kappa, (stats.s1 / self.var) / kappa[:, None]
+
+    def log_marginal_stats(self, stats):
+        n, s1, ss = stats
+        D = self.dim
+        kappa = self.kappa0 + n / self.var
+        eta2 = (s1 * s1).sum(axis=1) / self.var ** 2
+        return (-0.5 * n * D * np.log(2.0 * np.pi * self.var) + 0.5 * D * np.log(self.kappa0 / kappa)
+                - ss / (2.0 * self.var) + eta2 / (2.0 * kappa))
+
+    def log_predictive(self, X, stats):
+        Xc = self._centre(self.validate(X))
+        kappa, m = self.posterior(stats)
+        v = 1.0 / kappa + self.var
+        d2 = ((Xc[:, None, :] - m[None, :, :]) ** 2).sum(axis=2)
+        return -0.5 * self.dim * np.log(2.0 * np.pi * v)[None, :] - d2 / (2.0 * v[None, :])
+
+    def sample_params(self, stats, rng):
+        kappa, m = self.posterior(stats)
+        mu = self.mu0 + m + rng.standard_normal(m.shape) / np.sqrt(kappa)[:, None]
+        return IsotropicParams(mu)
+
+    def loglik(self, X, params):
+        X = np.asarray(X, dtype=np.float64)
+        mu = params.mu
+        d2 = (X * X).sum(axis=1)[:, None] - 2.0 * (X @ mu.T) + (mu * mu).sum(axis=1)[None, :]
+        return -0.5 * self.dim * (LOG_2PI + math.log(self.var)) - np.maximum(d2, 0.0) / (2.0 * self.var)
+
+    def divergence(self, params):
+        mu = params.mu
+        d2 = ((mu[:, None, :] - mu[None, :, :]) ** 2).sum(axis=2)
+        return d2 / self.var
+
+    def sample_data(self, params, labels, rng, **kwargs):
+        labels = np.asarray(labels)
+        return params.mu[labels] + self.sigma * rng.standard_normal((labels.shape[0], self.dim))
+
+    kernels = None
+
+    def kernel_data(self, X):
+        return (self._centre(X),)
+
+    def kernel_hyper(self):
+        return (self.kappa0, self.var)
+
+    def kernel_table(self, X, labels, capacity):
+        st = self.stats(X, labels, capacity)
+        return (st.n.astype(np.int64), np.ascontiguousarray(st.s1))
+
+
+# ---- numba kernels: table = (n, sum of centred x) ---------------------------------------
+
+@njit(cache=True)
+def iso_add(table, hyper, data, i, k):
+    n, s1 = table
+    x = data[0][i]
+    for d in range(x.shape[0]):
+        s1[k, d] += x[d]
+    n[k] += 1
+
+
+@njit(cache=True)
+def iso_remove(table, hyper, data, i, k):
+    n, s1 = table
+    x = data[0][i]
+    n[k] -= 1
+    for d in range(x.shape[0]):
+        s1[k, d] = 0.0 if n[k] == 0 else s1[k, d] - x[d]
+
+
+@njit(cache=True)
+def iso_logpred(table, hyper, data, i, k):
+    n, s1 = table
+    kappa0, var = hyper
+    x = data[0][i]
+    D = x.shape[0]
+    kappa = kappa0 + n[k] / var
+    v = 1.0 / kappa + var
+    q = 0.0
+    for d in range(D):
+        r = x[d] - s1[k, d] / (var * kappa)
+        q += r * r
+    return -0.5 * D * math.log(2.0 * math.pi * v) - q / (2.0 * v)
+
+
+NormalKnownCovariance.kernels = CollapsedKernels(iso_add, iso_remove, iso_logpred)
