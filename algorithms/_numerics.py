@@ -72,16 +72,31 @@ def sample_log_weights(logw, n, u):
     return last
 
 
-@njit(cache=True, parallel=True)
-def sample_rows(loglik, log_weights, uniforms, out):
-    """out[r] ~ Cat(exp(loglik[r] + log_weights)), drawn with ``uniforms[r]``.
+#: below this many (rows x components) entries, thread start-up costs more than it saves
+PARALLEL_MIN_WORK = 1 << 15
 
-    Rows are independent, so the result does not depend on the number of threads.
-    ``loglik`` is overwritten.
-    """
+
+def parallel_variants(py_func):
+    """(serial, parallel) compiled versions of a kernel written with ``prange``."""
+    return njit(cache=True)(py_func), njit(cache=True, parallel=True)(py_func)
+
+
+def _sample_rows(loglik, log_weights, uniforms, out):
     N, K = loglik.shape
     for r in prange(N):
         row = loglik[r]
         for k in range(K):
             row[k] += log_weights[k]
         out[r] = sample_log_weights(row, K, uniforms[r])
+
+
+_SAMPLE_ROWS = parallel_variants(_sample_rows)
+
+
+def sample_rows(loglik, log_weights, uniforms, out):
+    """out[r] ~ Cat(exp(loglik[r] + log_weights)), drawn with ``uniforms[r]``.
+
+    Rows are independent, so the result does not depend on the number of threads.
+    ``loglik`` is overwritten.
+    """
+    _SAMPLE_ROWS[loglik.size >= PARALLEL_MIN_WORK](loglik, log_weights, uniforms, out)

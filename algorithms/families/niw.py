@@ -15,7 +15,7 @@ from numba import njit, prange
 from scipy.linalg import solve_triangular
 from scipy.special import gammaln
 
-from .._numerics import LOG_2PI, LOG_PI, log_multigamma
+from .._numerics import LOG_2PI, LOG_PI, PARALLEL_MIN_WORK, log_multigamma, parallel_variants
 from ._base import CollapsedKernels, Family, check_finite_matrix
 
 
@@ -175,21 +175,17 @@ class NormalInverseWishart(Family):
     def sample_params(self, stats, rng):
         kappa, nu, m, L = self.posterior(stats)
         K, D = m.shape
-        mu = np.empty((K, D))
-        W = np.empty((K, D, D))
-        logdet = np.empty(K)
+        # Bartlett: A A^T ~ Wishart(I, nu); Sigma = L (A A^T)^{-1} L^T ~ IW(L L^T, nu)
+        A = np.zeros((K, D, D))
+        idx = np.arange(D)
+        A[:, idx, idx] = np.sqrt(rng.chisquare(nu[:, None] - idx[None, :]))
         tril = np.tril_indices(D, -1)
-        for k in range(K):
-            # Bartlett: A A^T ~ Wishart(I, nu); Sigma = L (A A^T)^{-1} L^T ~ IW(L L^T, nu)
-            A = np.zeros((D, D))
-            A[np.diag_indices(D)] = np.sqrt(rng.chisquare(nu[k] - np.arange(D)))
-            A[tril] = rng.standard_normal(len(tril[0]))
-            Linv_T = solve_triangular(L[k], np.eye(D), lower=True).T
-            W[k] = Linv_T @ A  # precision = W W^T
-            logdet[k] = 2.0 * (np.log(np.diag(L[k])).sum() - np.log(np.diag(A)).sum())
-            z = rng.standard_normal(D)
-            root = L[k] @ solve_triangular(A.T, z, lower=False)  # Sigma^{1/2} z
-            mu[k] = self.mu0 + m[k] + root / np.sqrt(kappa[k])
+        A[:, tril[0], tril[1]] = rng.standard_normal((K, len(tril[0])))
+        W = np.swapaxes(np.linalg.inv(L), -1, -2) @ A  # precision = W W^T
+        logdet = 2.0 * (np.log(L[:, idx, idx]).sum(axis=1) - np.log(A[:, idx, idx]).sum(axis=1))
+        z = rng.standard_normal((K, D, 1))
+        root = (L @ np.linalg.solve(np.swapaxes(A, -1, -2), z))[..., 0]  # Sigma^{1/2} z
+        mu = self.mu0 + m + root / np.sqrt(kappa)[:, None]
         return GaussianParams(mu, W, logdet)
 
     def loglik(self, X, params):
@@ -339,7 +335,6 @@ NormalInverseWishart.kernels = CollapsedKernels(niw_add, niw_remove, niw_logpred
 
 # ---- likelihood given parameters: the data-parallel hot loop ----------------------------
 
-@njit(cache=True, parallel=True)
 def _small_d_loglik(X, mu, W, c, out):
     N, D = X.shape
     K = mu.shape[0]
@@ -354,7 +349,6 @@ def _small_d_loglik(X, mu, W, c, out):
             out[r, k] = c[k] - 0.5 * q
 
 
-@njit(cache=True, parallel=True)
 def _blocked_quadform(Y, B, c, out):
     """out[r, k] = c[k] - 0.5 * ||Y[r, kD:(k+1)D] - B[k]||^2."""
     N = Y.shape[0]
@@ -369,6 +363,10 @@ def _blocked_quadform(Y, B, c, out):
             out[r, k] = c[k] - 0.5 * q
 
 
+_SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
+_BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
+
+
 def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
     """log N(x | mu_k, Sigma_k) for every point and component.
 
@@ -381,9 +379,9 @@ def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
     if out is None:
         out = np.empty((N, K))
     if D <= 8:
-        _small_d_loglik(X, params.mu, np.ascontiguousarray(params.W), c, out)
+        _SMALL_D_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, params.mu, np.ascontiguousarray(params.W), c, out)
     else:
         Wcat = np.ascontiguousarray(np.transpose(params.W, (1, 0, 2)).reshape(D, K * D))
         B = np.einsum("ka,kab->kb", params.mu, params.W)
-        _blocked_quadform(X @ Wcat, B, c, out)
+        _BLOCKED_QUADFORM[N * K >= PARALLEL_MIN_WORK](X @ Wcat, B, c, out)
     return out

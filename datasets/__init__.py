@@ -1,0 +1,94 @@
+"""Datasets for the DPMM benchmarks, by name.
+
+>>> import datasets
+>>> datasets.available()
+['synth-chang2013', 'synth-wang2017', 'digits', 'synth-multinomial']
+>>> ds = datasets.load("synth-chang2013?seed=3&n=2000")
+>>> ds.name, ds.X.shape
+('synth-chang2013?n=2000&seed=3', (2000, 2))
+
+A name is a base name plus optional parameters in a query string. Every random choice comes
+from the ``seed`` parameter, so one name always gives bit-identical data. One module per
+dataset (``synth_chang2013.py``, ``synth_wang2017.py``, ``digits.py``, ``synth_multinomial.py``);
+``registry.py`` maps names to them.
+"""
+from __future__ import annotations
+
+from .base import Dataset
+from .registry import REGISTRY, resolve
+
+
+def available() -> list[str]:
+    """Base names of every dataset.
+
+    Returns
+    -------
+    list of str
+        Names accepted by :func:`load` (parameters may be appended as ``?key=value&...``).
+    """
+    return list(REGISTRY)
+
+
+def load(name: str) -> Dataset:
+    """Generate or read a dataset.
+
+    Parameters
+    ----------
+    name : str
+        Base name with optional parameters, e.g. ``"synth-chang2013?n=2000&seed=3"``.
+
+    Returns
+    -------
+    Dataset
+        With ``name`` canonical (parameters sorted, defaults omitted).
+
+    Raises
+    ------
+    ValueError
+        Unknown dataset, unknown or badly typed parameter (the message lists the valid ones).
+    """
+    builder, params, canonical = resolve(name)
+    X, labels, family = builder.generate(**params)
+    return Dataset(name=canonical, X=X, labels=labels, family=family, meta=builder.describe(**params))
+
+
+def describe(name: str) -> dict:
+    """Metadata of a dataset, without generating or reading its data.
+
+    Parameters
+    ----------
+    name : str
+        As for :func:`load`.
+
+    Returns
+    -------
+    dict
+        Equal to ``load(name).meta``: ``source, licence, citation, preprocessing, substitute,
+        n, dim, description``.
+
+    Raises
+    ------
+    ValueError
+        As for :func:`load`.
+    """
+    builder, params, _ = resolve(name)
+    return builder.describe(**params)
+
+
+def canonical_name(name: str) -> str:
+    """The canonical form of a dataset name (parameters sorted, defaults omitted).
+
+    Parameters
+    ----------
+    name : str
+        As for :func:`load`.
+
+    Returns
+    -------
+    str
+        Equal to ``load(name).name``, computed without loading.
+    """
+    return resolve(name)[2]
+
+
+__all__ = ["available", "load", "describe", "canonical_name", "Dataset"]

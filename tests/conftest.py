@@ -1,0 +1,46 @@
+"""Shared tiny problems: small enough to enumerate every partition, spread enough that the
+posterior covers many of them (two or three groups plus an ambiguous point)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+
+
+def niw_problem():
+    X = np.array([[-1.0, -0.8], [-1.3, -1.1], [1.1, 0.9], [0.8, 1.2], [0.1, 0.0], [1.4, 1.0]])
+    fam = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=0.6 * np.eye(2))
+    return X, fam, 1.0
+
+
+def known_problem():
+    X = np.array([[-2.1], [-1.7], [0.1], [1.9], [2.4], [0.6]])
+    return X, NormalKnownCovariance(sigma=1.0, mu0=[0.0], sigma0=2.0), 1.3
+
+
+def multinomial_problem():
+    X = sp.csr_matrix(np.array([[3, 1, 0, 0], [2, 2, 0, 1], [0, 0, 3, 1], [0, 1, 2, 2],
+                                [1, 1, 1, 1], [4, 0, 0, 1]], dtype=float))
+    return X, DirichletMultinomial(gamma=0.7, vocab_size=4), 0.8
+
+
+PROBLEMS = {"niw-2d": niw_problem, "known-1d": known_problem, "dirmult": multinomial_problem}
+
+
+@pytest.fixture(params=sorted(PROBLEMS))
+def problem(request):
+    return (request.param,) + PROBLEMS[request.param]()
+
+
+def pytest_configure(config):
+    config.exactness_report = []
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    rows = getattr(config, "exactness_report", [])
+    if rows:
+        terminalreporter.section("exactness harness: TV distance to the exact posterior")
+        for row in sorted(rows):
+            terminalreporter.write_line(row)

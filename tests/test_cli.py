@@ -1,0 +1,281 @@
+"""The run driver (traces, timing, atomic writes) and the ``dpmmbench`` command line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import algorithms
+from algorithms.families import NormalKnownCovariance
+from workflows import driver
+from workflows.cli import main, parse_option
+from workflows.driver import TRACE_COLUMNS, read_trace, run_chain, write_trace
+
+REPO = Path(__file__).resolve().parent.parent
+UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
+
+
+@pytest.fixture(autouse=True)
+def no_scheduler_env(monkeypatch):
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+
+
+def two_clusters(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(-3.0, 0.5, (n, 2)), rng.normal(3.0, 0.5, (n, 2))])
+    truth = np.repeat([0, 1], n)
+    return X, truth, NormalKnownCovariance(sigma=0.5, mu0=[0.0, 0.0], sigma0=3.0)
+
+
+def chain(name="gibbs", iterations=5, seed=0, truth=True, **kwargs):
+    X, labels, fam = two_clusters()
+    s = algorithms.make(name, family=fam, alpha=1.0, seed=seed)
+    return run_chain(s, X, fam, 1.0, iterations, truth=labels if truth else None, **kwargs)
+
+
+class Wrapped:
+    """A real sampler with a slow step and extra diagnostics, to test the driver alone."""
+
+    def __init__(self, sampler, delay=0.0, info=None):
+        self.sampler, self.delay, self.info = sampler, delay, info
+        self.name, self.seed = sampler.name, sampler.seed
+
+    def init(self, X, init_clusters=1, labels=None):
+        return self.sampler.init(X, init_clusters=init_clusters, labels=labels)
+
+    def step(self, state):
+        time.sleep(self.delay)
+        state = self.sampler.step(state)
+        if self.info is not None:
+            state.info = dict(state.info, **self.info(state.iteration))
+        return state
+
+
+# ---- run_chain -----------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["gibbs", "fsd"])
+def test_trace_columns_rows_and_clock(name):
+    df = chain(name, iterations=6)
+    assert list(df.columns[:len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
+    assert df["iteration"].tolist() == list(range(7))
+    assert (df["algorithm"] == name).all() and (df["seed"] == 0).all() and (df["workers"] == 1).all()
+    assert (np.diff(df["time_s"]) >= 0).all() and df["time_s"].iloc[0] >= 0
+    assert df["log_joint"].notna().all() and df["vi"].between(0, np.log(60)).all()
+    assert (df[["bytes_sent", "bytes_received", "messages"]] == 0).all().all()
+    assert df["n_clusters"].iloc[0] == 1  # init_clusters=1
+
+
+def test_vi_is_nan_without_truth():
+    df = chain(iterations=2, truth=False)
+    assert df["vi"].isna().all()
+
+
+def test_same_seed_same_trace_and_warmup_changes_nothing():
+    a = chain(iterations=5, seed=3)
+    b = chain(iterations=5, seed=3, warmup=False)
+    cols = ["log_joint", "n_clusters", "vi"]
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+
+
+def test_time_budget_stops_early():
+    X, truth, fam = two_clusters()
+    s = Wrapped(algorithms.make("gibbs", family=fam, seed=0), delay=0.05)
+    df = run_chain(s, X, fam, 1.0, 100, time_budget=0.12, warmup=False)
+    assert 2 <= len(df) - 1 <= 5  # ~3 steps of 0.05 s exceed 0.12 s
+    assert df["time_s"].iloc[-1] > 0.12
+
+
+def test_metric_time_is_off_the_clock(monkeypatch):
+    slow_scorer = driver.log_joint
+
+    def slow(*args):
+        time.sleep(0.05)
+        return slow_scorer(*args)
+
+    monkeypatch.setattr(driver, "log_joint", slow)
+    df = chain(iterations=5)
+    assert df["time_s"].iloc[-1] < 0.1  # six scorer calls took >= 0.3 s
+
+
+def test_extra_info_columns_after_the_fixed_ones():
+    X, truth, fam = two_clusters()
+
+    def info(it):  # reported on odd steps only; strings are not columns
+        return {"accepted_splits": it, "note": "x"} if it % 2 else {"queue": 1.5}
+
+    s = Wrapped(algorithms.make("gibbs", family=fam, seed=0), info=info)
+    df = run_chain(s, X, fam, 1.0, 4, warmup=False)
+    assert list(df.columns) == list(TRACE_COLUMNS) + ["accepted_splits", "queue"]
+    np.testing.assert_array_equal(df["accepted_splits"], [np.nan, 1, np.nan, 3, np.nan])
+    np.testing.assert_array_equal(df["queue"], [np.nan, np.nan, 1.5, np.nan, 1.5])
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="iterations"):
+        chain(iterations=-1)
+    with pytest.raises(ValueError, match="time_budget"):
+        chain(time_budget=0)
+    with pytest.raises(ValueError, match="NaN|finite"):
+        X, truth, fam = two_clusters()
+        X[3, 1] = np.nan
+        run_chain(algorithms.make("gibbs", family=fam), X, fam, 1.0, 2)
+
+
+# ---- trace files -----------------------------------------------------------------------
+@pytest.mark.parametrize("ext", [".parquet", ".csv"])
+def test_round_trip_with_meta(tmp_path, ext):
+    df = chain(iterations=3)
+    meta = {"algorithm": "gibbs", "count": np.int64(3), "dataset_meta": {"n": 60}}
+    path = write_trace(df, tmp_path / "deep" / "dir" / f"trace{ext}", meta)
+    back, meta_back = read_trace(path)
+    pd.testing.assert_frame_equal(back, df, check_dtype=False)
+    assert meta_back == {"algorithm": "gibbs", "count": 3, "dataset_meta": {"n": 60}}
+    expected = {f"trace{ext}"} | ({"trace.csv.meta.json"} if ext == ".csv" else set())
+    assert set(os.listdir(path.parent)) == expected  # no temporary files left
+
+
+def test_bad_extension_raises_before_writing(tmp_path):
+    with pytest.raises(ValueError, match=r"\.txt"):
+        write_trace(chain(iterations=1), tmp_path / "sub" / "trace.txt", {})
+    assert not (tmp_path / "sub").exists()
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".csv"])
+def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch, ext):
+    import pyarrow.parquet as pq
+
+    def half_then_interrupt(data, f, *args, **kwargs):  # a write cut short by Ctrl-C
+        f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", half_then_interrupt)
+    monkeypatch.setattr(pd.DataFrame, "to_csv", half_then_interrupt)
+    path = tmp_path / f"trace{ext}"
+    path.write_bytes(b"previous")
+    with pytest.raises(KeyboardInterrupt):
+        write_trace(chain(iterations=1), path, {})
+    assert path.read_bytes() == b"previous"  # the old file is intact, never half-replaced
+    leftovers = {p.name for p in tmp_path.iterdir()} - {path.name, f"{path.name}.meta.json"}
+    assert not leftovers
+
+
+# ---- run by names and the scheduler --------------------------------------------------------
+def test_run_records_provenance():
+    df, meta = driver.run("fsd", "synth-chang2013?n=200", 3, seed=2, options={"truncation": 20})
+    assert len(df) == 4 and (df["dataset"] == "synth-chang2013?n=200").all()
+    assert df["vi"].notna().all()  # synthetic data carry ground truth
+    assert meta["iterations"] == 3 and meta["options"] == {"truncation": 20}
+    assert meta["seed"] == 2 and meta["workers"] == 1 and meta["exact"] is False
+    assert meta["dataset_meta"]["n"] == 200
+    for key in ("numpy", "scipy", "numba", "dask", "pandas", "python"):
+        assert meta["versions"][key]
+    for key in ("cpu_model", "cores", "platform", "git_commit", "started_utc", "command", "backend"):
+        assert key in meta
+    json.dumps(meta)
+
+
+def test_unreachable_scheduler_fails_fast(monkeypatch):
+    monkeypatch.setattr(driver, "SCHEDULER_TIMEOUT", 1.0)
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", UNREACHABLE)
+    start = time.perf_counter()
+    with pytest.raises(ConnectionError, match="did not answer"):
+        driver.run("gibbs", "synth-chang2013?n=50", 1)
+    assert time.perf_counter() - start < 5
+
+
+def test_reachable_scheduler_is_recorded():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        df, meta = driver.run("gibbs", "synth-chang2013?n=50", 1, scheduler=cluster.scheduler_address)
+    assert meta["scheduler"] == cluster.scheduler_address and "in-process" in meta["backend"]
+    assert len(df) == 2
+
+
+# ---- the command line --------------------------------------------------------------------------
+def test_parse_option():
+    assert parse_option("truncation=50") == ("truncation", 50)
+    assert parse_option("rate=0.5") == ("rate", 0.5)
+    assert parse_option("scan=fixed") == ("scan", "fixed")
+    with pytest.raises(ValueError):
+        parse_option("novalue")
+
+
+def test_cli_end_to_end_subprocess(tmp_path):
+    out = tmp_path / "results" / "trace.parquet"
+    cmd = [sys.executable, "-m", "workflows.cli", "run", "--algorithm", "gibbs",
+           "--dataset", "synth-chang2013?n=500", "--iterations", "3", "--seed", "1",
+           "--out", str(out), "--option", "scan=fixed"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    df, meta = read_trace(out)
+    assert list(df.columns[:len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
+    assert df["iteration"].tolist() == [0, 1, 2, 3]
+    assert meta["options"] == {"scan": "fixed"} and meta["dataset"] == "synth-chang2013?n=500"
+    assert meta["command"][:2] == ["dpmmbench", "run"]
+    assert "\r" not in proc.stderr  # no progress bar when stderr is not a terminal
+
+
+def test_cli_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "gibbs" in out and "exact=True" in out and "exact=False" in out
+    assert "synth-chang2013" in out
+
+
+BASE = ["run", "--dataset", "synth-chang2013?n=100", "--iterations", "2", "--seed", "0"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--algorithm", "nope"], "nope"),
+    (["--algorithm", "gibbs", "--option", "bogus=1"], "bogus"),
+    (["--algorithm", "fsd", "--option", "truncation=0"], "truncation"),
+    (["--algorithm", "gibbs", "--init-clusters", "0"], "init_clusters"),
+    (["--algorithm", "gibbs", "--alpha", "-1"], "alpha"),
+    (["--algorithm", "gibbs", "--dataset", "no-such-data"], "no-such-data"),
+    (["--algorithm", "gibbs", "--iterations", "x"], "--iterations"),
+    (["--algorithm", "gibbs", "--scheduler", "not-an-address"], "not-an-address"),
+])
+def test_cli_user_errors(tmp_path, capsys, args, needle):
+    out = tmp_path / "trace.parquet"
+    assert main(BASE + args + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "dpmmbench: error:" in err and needle in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_bad_extension(tmp_path, capsys):
+    out = tmp_path / "trace.xlsx"
+    assert main(BASE + ["--algorithm", "gibbs", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "dpmmbench: error:" in err and ".xlsx" in err
+    assert not out.exists()
+
+
+def test_cli_interrupted_run_writes_nothing(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "run_chain", interrupted)
+    out = tmp_path / "trace.csv"
+    assert main(BASE + ["--algorithm", "gibbs", "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_unreachable_scheduler_subprocess(tmp_path):
+    out = tmp_path / "trace.parquet"
+    cmd = [sys.executable, "-m", "workflows.cli", *BASE, "--algorithm", "gibbs",
+           "--scheduler", UNREACHABLE, "--out", str(out)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("dpmmbench: error:") and UNREACHABLE in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert time.perf_counter() - start < 20
+    assert not out.exists() and not list(tmp_path.iterdir())

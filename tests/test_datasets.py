@@ -1,0 +1,213 @@
+"""The datasets package: names, parameters, determinism, shapes and metadata."""
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import datasets
+from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from datasets.base import META_KEYS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: small instances of every dataset, with the family each should recommend
+SMALL = {
+    "synth-chang2013?n=500&seed=1": NormalInverseWishart,
+    "synth-wang2017?n_clusters=8&scale=0.01": NormalKnownCovariance,
+    "digits": NormalInverseWishart,
+    "synth-multinomial?n=60&vocab=30": DirichletMultinomial,
+}
+SEEDED = ["synth-chang2013?n=300", "synth-wang2017?n_clusters=5&scale=0.02", "synth-multinomial?n=40"]
+
+
+def same_matrix(a, b) -> bool:
+    if sp.issparse(a) or sp.issparse(b):
+        return (sp.issparse(a) and sp.issparse(b) and a.shape == b.shape
+                and np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+                and np.array_equal(a.data, b.data))
+    return a.shape == b.shape and np.array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return {name: datasets.load(name) for name in SMALL}
+
+
+def test_available_lists_all_four():
+    assert datasets.available() == ["synth-chang2013", "synth-wang2017", "digits", "synth-multinomial"]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_load_shapes_labels_family_and_meta(loaded, name):
+    ds = loaded[name]
+    assert ds.name == name
+    assert list(ds.meta) == list(META_KEYS)
+    assert ds.meta == datasets.describe(name)
+    assert ds.X.shape == (ds.meta["n"], ds.meta["dim"])
+    assert ds.X.dtype == np.float64
+    assert ds.labels.dtype == np.int64 and ds.labels.shape == (ds.meta["n"],)
+    assert ds.labels.min() >= 0
+    assert isinstance(ds.family, SMALL[name])
+    assert ds.family.dim == ds.meta["dim"]
+    ds.family.validate(ds.X)  # the data fit the recommended family
+    assert isinstance(ds.meta["substitute"], bool)
+    assert all(isinstance(ds.meta[k], str) and ds.meta[k] for k in
+               ("source", "licence", "citation", "preprocessing", "description"))
+
+
+def test_dataset_is_frozen(loaded):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loaded["digits"].name = "other"
+
+
+def test_registry_is_read_only():
+    with pytest.raises(TypeError):
+        datasets.registry.REGISTRY["new"] = None
+
+
+@pytest.mark.parametrize("name", SEEDED)
+def test_same_name_same_bits_other_seed_other_data(name):
+    a, b = datasets.load(name), datasets.load(name)
+    assert same_matrix(a.X, b.X) and np.array_equal(a.labels, b.labels)
+    c = datasets.load(name + "&seed=7")
+    assert not same_matrix(a.X, c.X)
+
+
+def test_data_do_not_depend_on_python_hash_seed():
+    name = "synth-multinomial?n=30&seed=4"
+    code = ("import datasets, hashlib; d = datasets.load(%r); "
+            "print(hashlib.sha256(d.X.toarray().tobytes() + d.labels.tobytes()).hexdigest())" % name)
+    digests = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(h)}).stdout for h in (1, 2)}
+    assert len(digests) == 1
+
+
+def test_chang2013_defaults_and_clusters():
+    meta = datasets.describe("synth-chang2013")
+    assert (meta["n"], meta["dim"]) == (100_000, 2)
+    ds = datasets.load("synth-chang2013?n=5000&seed=3")
+    assert np.unique(ds.labels).size == 10
+    fam = ds.family
+    assert np.allclose(fam.mu0, 0) and fam.kappa0 == 0.01 and fam.nu0 == 6 and np.allclose(fam.psi0, 3 * np.eye(2))
+    # the seed fixes the clusters whatever n: the first cluster's mean barely moves
+    big = datasets.load("synth-chang2013?n=20000&seed=3")
+    m_small = ds.X[ds.labels == 0].mean(axis=0)
+    m_big = big.X[big.labels == 0].mean(axis=0)
+    assert np.linalg.norm(m_small - m_big) < 1.0
+
+
+def test_wang2017_default_size_is_the_papers_and_fast():
+    start = time.perf_counter()
+    ds = datasets.load("synth-wang2017")
+    elapsed = time.perf_counter() - start
+    assert 40_000 <= ds.X.shape[0] <= 260_000 and ds.X.shape[1] == 2
+    assert np.unique(ds.labels).size == 50
+    sizes = np.bincount(ds.labels)
+    assert set(sizes) <= {1000, 2000, 5000}
+    assert ds.meta["n"] == ds.X.shape[0]
+    assert elapsed < 5.0  # vectorised: ~0.05 s here; a per-point loop would take far longer
+    assert ds.family.sigma == 1.0 and ds.family.sigma0 == 10.0 and np.allclose(ds.family.mu0, 0)
+
+
+def test_wang2017_scale_shrinks_cluster_sizes():
+    full = np.bincount(datasets.load("synth-wang2017?n_clusters=6").labels)
+    small = np.bincount(datasets.load("synth-wang2017?n_clusters=6&scale=0.001").labels)
+    assert np.array_equal(small, np.maximum(1, np.rint(full * 0.001)))
+
+
+def test_digits_shape_and_pca(loaded):
+    ds = loaded["digits"]
+    assert ds.X.shape == (1797, 64)
+    assert set(np.unique(ds.labels)) == set(range(10))
+    assert ds.meta["substitute"] is True and "optdigits" in ds.meta["source"]
+    reduced = datasets.load("digits?pca=5")
+    assert reduced.name == "digits?pca=5" and reduced.X.shape == (1797, 5)
+    assert reduced.meta["dim"] == 5 and reduced.family.dim == 5
+    var = reduced.X.var(axis=0)
+    assert np.all(np.diff(var) <= 0)  # components by decreasing variance
+    assert np.allclose(reduced.X.mean(axis=0), 0, atol=1e-9)
+    cov = np.cov(reduced.X.T)
+    assert np.allclose(cov - np.diag(np.diag(cov)), 0, atol=1e-8)
+
+
+def test_pca_sign_convention():
+    from datasets.preprocessing import pca
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 4)) * [5, 3, 2, 1]
+    scores = pca(X, 3)
+    loadings = np.linalg.lstsq(X - X.mean(axis=0), scores, rcond=None)[0]  # (4, 3)
+    assert np.allclose(loadings.T @ loadings, np.eye(3))
+    pivot = np.abs(loadings).argmax(axis=0)
+    assert np.all(loadings[pivot, np.arange(3)] > 0)  # largest loading positive
+    assert np.allclose(pca(-X, 3), -scores)  # same axes, so negated data give negated scores
+    with pytest.raises(ValueError):
+        pca(X, 5)
+
+
+def test_multinomial_is_csr_counts(loaded):
+    ds = loaded["synth-multinomial?n=60&vocab=30"]
+    assert isinstance(ds.X, sp.csr_matrix)
+    assert ds.X.shape == (60, 30)
+    assert np.all(ds.X.data > 0) and np.all(ds.X.data == np.round(ds.X.data))
+    assert np.all(np.asarray(ds.X.sum(axis=1)).ravel() == 50)
+    assert ds.family.gamma == 0.5 and ds.family.vocab_size == 30
+
+
+def test_canonical_name():
+    assert datasets.load("synth-chang2013?seed=3&n=2000").name == "synth-chang2013?n=2000&seed=3"
+    assert datasets.canonical_name("synth-chang2013?n=02000&seed=0") == "synth-chang2013?n=2000"
+    assert datasets.canonical_name("synth-wang2017?scale=1&seed=101") == "synth-wang2017"
+    assert datasets.canonical_name("synth-multinomial?gamma=.25") == "synth-multinomial?gamma=0.25"
+    assert datasets.canonical_name("digits?") == "digits"
+    # a canonical name loads the same bits as the name it came from
+    a = datasets.load("synth-multinomial?seed=2&n=20")
+    assert same_matrix(datasets.load(a.name).X, a.X)
+
+
+@pytest.mark.parametrize("name, culprit, listed", [
+    ("mnist", "'mnist'", "synth-chang2013"),
+    ("synth-chang2013?m=5", "'m'", "n_clusters"),
+    ("synth-chang2013?n=2.5", "'2.5'", "seed"),
+    ("synth-chang2013?n=abc", "'abc'", "seed"),
+    ("synth-chang2013?n=5", "'n'", ">= 10"),
+    ("digits?seed=1", "'seed'", "pca"),
+    ("digits?pca=65", "'pca'", "[0, 64]"),
+    ("synth-wang2017?scale=0", "'scale'", "(0, 1]"),
+    ("synth-wang2017?scale=nan", "'scale'", "(0, 1]"),
+    ("synth-multinomial?gamma=-1", "'gamma'", "> 0"),
+    ("synth-multinomial?n", "'n'", "key=value"),
+    ("synth-multinomial?n=3&n=4", "'n'", "twice"),
+])
+def test_bad_names_raise_value_error(name, culprit, listed):
+    with pytest.raises(ValueError) as info:
+        datasets.load(name)
+    assert culprit in str(info.value) and listed in str(info.value)
+    with pytest.raises(ValueError):
+        datasets.describe(name)
+
+
+def test_non_string_name_raises():
+    with pytest.raises(ValueError, match="string"):
+        datasets.load(3)
+
+
+def test_describe_does_not_generate(monkeypatch):
+    start = time.perf_counter()
+    meta = datasets.describe("synth-chang2013?n=1000000000")  # 16 GB if generated
+    assert meta["n"] == 10**9 and time.perf_counter() - start < 1.0
+    import sklearn.datasets
+
+    def refuse():
+        raise AssertionError("describe() read the data")
+
+    monkeypatch.setattr(sklearn.datasets, "load_digits", refuse)
+    assert datasets.describe("digits?pca=7")["dim"] == 7
+    with pytest.raises(AssertionError):
+        datasets.load("digits")

@@ -1,0 +1,193 @@
+"""Conjugate families checked against scipy.stats and against each other."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+from scipy.special import gammaln
+
+from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+
+RNG = np.random.default_rng(42)
+
+
+def _niw(D=3):
+    A = RNG.normal(size=(D, D))
+    return NormalInverseWishart(mu0=RNG.normal(size=D), kappa0=0.7, nu0=D + 2.5, psi0=A @ A.T + D * np.eye(D))
+
+
+def test_niw_predictive_is_multivariate_t():
+    fam = _niw(3)
+    X = RNG.normal(size=(40, 3)) * 2
+    labels = RNG.integers(0, 3, 40)
+    st = fam.stats(X, labels, 3)
+    Y = RNG.normal(size=(7, 3))
+    got = fam.log_predictive(Y, st)
+    for k in range(3):
+        Xk = X[labels == k]
+        n = len(Xk)
+        kn, nun = fam.kappa0 + n, fam.nu0 + n
+        xbar = Xk.mean(axis=0)
+        mn = (fam.kappa0 * fam.mu0 + n * xbar) / kn
+        C = (Xk - xbar).T @ (Xk - xbar)
+        psin = fam.psi0 + C + fam.kappa0 * n / kn * np.outer(xbar - fam.mu0, xbar - fam.mu0)
+        dof = nun - 3 + 1
+        want = stats.multivariate_t(loc=mn, shape=psin * (kn + 1) / (kn * dof), df=dof).logpdf(Y)
+        np.testing.assert_allclose(got[:, k], want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("make", ["niw", "known", "dirmult"])
+def test_log_marginal_is_chain_of_predictives(make):
+    if make == "niw":
+        fam, X = _niw(2), RNG.normal(size=(6, 2))
+    elif make == "known":
+        fam, X = NormalKnownCovariance(0.8, [0.5, -0.2], 3.0), RNG.normal(size=(6, 2))
+    else:
+        fam = DirichletMultinomial(0.3, 5)
+        X = sp.csr_matrix(RNG.integers(0, 4, size=(6, 5)).astype(float))
+    total = 0.0
+    for i in range(6):
+        st = fam.stats(X[:i], np.zeros(i, dtype=int), 1) if i else fam.empty_stats(1)
+        total += fam.log_predictive(X[i:i + 1], st)[0, 0]
+    assert fam.log_marginal(X) == pytest.approx(total, rel=1e-10, abs=1e-9)
+
+
+def test_known_covariance_marginal_matches_joint_gaussian():
+    fam = NormalKnownCovariance(sigma=0.7, mu0=[1.0, -2.0], sigma0=2.5)
+    X = RNG.normal(size=(5, 2))
+    # per dimension the n points are jointly N(mu0 1, sigma^2 I + sigma0^2 11^T)
+    cov = 0.7 ** 2 * np.eye(5) + 2.5 ** 2 * np.ones((5, 5))
+    want = sum(stats.multivariate_normal(np.full(5, fam.mu0[d]), cov).logpdf(X[:, d]) for d in range(2))
+    assert fam.log_marginal(X) == pytest.approx(want, rel=1e-12)
+
+
+def test_niw_marginal_single_point_is_prior_t():
+    fam = _niw(2)
+    x = RNG.normal(size=(1, 2))
+    dof = fam.nu0 - 1
+    want = stats.multivariate_t(fam.mu0, fam.psi0 * (fam.kappa0 + 1) / (fam.kappa0 * dof), df=dof).logpdf(x[0])
+    assert fam.log_marginal(x) == pytest.approx(want, rel=1e-12)
+
+
+def test_dirichlet_multinomial_matches_scipy_without_coefficient():
+    fam = DirichletMultinomial(0.4, 6)
+    x = np.array([3, 0, 1, 0, 5, 2])
+    coeff = gammaln(x.sum() + 1) - gammaln(x + 1).sum()
+    want = stats.dirichlet_multinomial(np.full(6, 0.4), x.sum()).logpmf(x) - coeff
+    assert fam.log_marginal(sp.csr_matrix(x[None, :].astype(float))) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("make", ["niw", "known", "dirmult"])
+def test_statistics_are_additive(make):
+    if make == "niw":
+        fam, X = _niw(3), RNG.normal(size=(30, 3))
+    elif make == "known":
+        fam, X = NormalKnownCovariance(1.0, np.zeros(3), 2.0), RNG.normal(size=(30, 3))
+    else:
+        fam = DirichletMultinomial(0.5, 7)
+        X = sp.csr_matrix(RNG.integers(0, 3, size=(30, 7)).astype(float))
+    labels = RNG.integers(0, 4, 30)
+    parts = fam.stats(X, labels, 4)
+    union = fam.stats(X, np.zeros(30, dtype=int), 1)
+    for a, b in zip(parts, union):
+        np.testing.assert_allclose(np.asarray(a).sum(axis=0), np.asarray(b)[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("D", [2, 12])
+def test_niw_params_loglik_and_sampling(D):
+    fam = _niw(D)
+    X = RNG.normal(size=(200, D))
+    st = fam.stats(X, RNG.integers(0, 2, 200), 2)
+    params = fam.sample_params(st, np.random.default_rng(0))
+    sig = params.sigma
+    ll = fam.loglik(X[:9], params)
+    for k in range(2):
+        want = stats.multivariate_normal(params.mu[k], sig[k]).logpdf(X[:9])
+        np.testing.assert_allclose(ll[:, k], want, rtol=1e-9)
+        np.testing.assert_allclose(params.logdet_sigma[k], np.linalg.slogdet(sig[k])[1], rtol=1e-10)
+
+
+def test_niw_posterior_draws_match_inverse_wishart_moments():
+    D = 2
+    fam = NormalInverseWishart(np.zeros(D), 2.0, 7.0, np.array([[2.0, 0.5], [0.5, 1.0]]))
+    st = fam.empty_stats(1)
+    rng = np.random.default_rng(1)
+    draws = [fam.sample_params(st, rng) for _ in range(4000)]
+    sig = np.array([p.sigma[0] for p in draws])
+    mu = np.array([p.mu[0] for p in draws])
+    want = stats.invwishart(df=7.0, scale=fam.psi0).mean()
+    np.testing.assert_allclose(sig.mean(axis=0), want, atol=0.05)
+    # mu | Sigma ~ N(0, Sigma / kappa0)  =>  Cov(mu) = E[Sigma] / kappa0
+    np.testing.assert_allclose(np.cov(mu.T), want / 2.0, atol=0.05)
+
+
+def test_known_covariance_and_categorical_loglik():
+    fam = NormalKnownCovariance(0.5, np.zeros(2), 4.0)
+    X = RNG.normal(size=(5, 2))
+    p = fam.sample_params(fam.empty_stats(3), np.random.default_rng(0))
+    want = np.stack([stats.multivariate_normal(p.mu[k], 0.25 * np.eye(2)).logpdf(X) for k in range(3)], axis=1)
+    np.testing.assert_allclose(fam.loglik(X, p), want, rtol=1e-10)
+    dm = DirichletMultinomial(0.5, 4)
+    C = sp.csr_matrix(np.array([[1, 0, 2, 0], [0, 3, 0, 1]], dtype=float))
+    q = dm.sample_params(dm.empty_stats(2), np.random.default_rng(0))
+    np.testing.assert_allclose(dm.loglik(C, q), C.toarray() @ q.log_theta.T)
+    np.testing.assert_allclose(np.exp(q.log_theta).sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("make", ["niw", "known", "dirmult"])
+def test_divergence_is_a_symmetric_nonnegative_matrix(make):
+    rng = np.random.default_rng(3)
+    fam = {"niw": _niw(3), "known": NormalKnownCovariance(1.0, np.zeros(3), 3.0),
+           "dirmult": DirichletMultinomial(0.5, 6)}[make]
+    p = fam.sample_params(fam.empty_stats(4), rng)
+    J = fam.divergence(p)
+    np.testing.assert_allclose(J, J.T, atol=1e-9)
+    np.testing.assert_allclose(np.diag(J), 0.0, atol=1e-9)
+    assert (J[~np.eye(4, dtype=bool)] > 0).all()
+
+
+@pytest.mark.parametrize("make", ["niw", "known", "dirmult"])
+def test_collapsed_kernels_agree_with_numpy(make):
+    """Random adds/removes through the numba kernels leave the same table as a rebuild,
+    and the kernel predictive equals the numpy one."""
+    rng = np.random.default_rng(5)
+    if make == "niw":
+        fam, X = _niw(3), rng.normal(size=(25, 3))
+    elif make == "known":
+        fam, X = NormalKnownCovariance(0.9, np.ones(3), 2.0), rng.normal(size=(25, 3))
+    else:
+        fam = DirichletMultinomial(0.6, 8)
+        X = sp.csr_matrix(rng.integers(0, 4, size=(25, 8)).astype(float))
+    X = fam.validate(X)
+    labels = rng.integers(0, 3, 25)
+    table = fam.kernel_table(X, labels, 5)
+    data, hyper = fam.kernel_data(X), fam.kernel_hyper()
+    add, remove, logpred = fam.kernels
+    for _ in range(60):
+        i = int(rng.integers(25))
+        remove(table, hyper, data, i, labels[i])
+        labels[i] = int(rng.integers(5))
+        add(table, hyper, data, i, labels[i])
+    fresh = fam.kernel_table(X, labels, 5)
+    for a, b in zip(table, fresh):
+        if np.ndim(a) and a.shape == b.shape and a.dtype == b.dtype and a.ndim >= 1 and a.shape[0] == 5:
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+    st = fam.stats(X, labels, 5)
+    want = fam.log_predictive(X, st)
+    for i in range(25):
+        k = labels[i]
+        remove(table, hyper, data, i, k)
+        st_minus = fam.stats(X, np.where(np.arange(25) == i, 5, labels), 6)
+        ref = fam.log_predictive(X[i:i + 1], st_minus)[0]
+        for j in range(5):
+            assert logpred(table, hyper, data, i, j) == pytest.approx(ref[j], rel=1e-9, abs=1e-9)
+        add(table, hyper, data, i, k)
+    assert want.shape == (25, 5)
+
+
+def test_default_priors_are_valid():
+    X = RNG.normal(size=(50, 4)) * [1, 10, 0, 3]  # one constant column
+    fam = NormalInverseWishart.default_for(X)
+    assert np.isfinite(fam.log_marginal(X))
+    assert np.isfinite(NormalKnownCovariance.default_for(X).log_marginal(X))
+    C = sp.csr_matrix(RNG.integers(0, 3, size=(10, 6)).astype(float))
+    assert np.isfinite(DirichletMultinomial.default_for(C).log_marginal(C))
