@@ -57,7 +57,8 @@ def sample_log_weights(logw, n, u):
             m = logw[k]
     total = 0.0
     for k in range(n):
-        w = math.exp(logw[k] - m)
+        # empty slots carry -inf: skip the exp call, it dominates when many slots are free
+        w = math.exp(logw[k] - m) if logw[k] > -np.inf else 0.0
         logw[k] = w
         total += w
     target = u * total

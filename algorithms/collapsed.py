@@ -26,7 +26,7 @@ def collapsed_sweep(kernels):
     point back where it was and returns its position so the caller can enlarge the table;
     otherwise it returns ``len(order)``.
     """
-    add, remove, logpred = kernels
+    add, remove, logpred, undo_remove = kernels
 
     @njit(cache=True)
     def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw):
@@ -45,12 +45,15 @@ def collapsed_sweep(kernels):
                     if free < 0:
                         free = k
             if free < 0:
-                add(table, hyper, data, i, old)
+                undo_remove(table, hyper, data, i, old)
                 return t
             logw[free] = log_alpha + log_prior_pred[i]
             new = sample_log_weights(logw, C, uniforms[t])
-            add(table, hyper, data, i, new)
-            labels[i] = new
+            if new == old:  # the common case once clusters have settled
+                undo_remove(table, hyper, data, i, old)
+            else:
+                add(table, hyper, data, i, new)
+                labels[i] = new
         return order.shape[0]
 
     return sweep
@@ -61,7 +64,7 @@ def conditional_logweights(kernels):
     """Compiled helper returning the log weights the sweep would use for point ``i``
     (removed from its cluster first, then put back): exposes the kernel's conditional for
     the exact transition-matrix tests."""
-    add, remove, logpred = kernels
+    add, remove, logpred, undo_remove = kernels
 
     @njit(cache=True)
     def weights(data, hyper, table, labels, i, log_alpha, log_prior_pred, logw):
@@ -79,7 +82,7 @@ def conditional_logweights(kernels):
                     free = k
         if free >= 0:
             logw[free] = log_alpha + log_prior_pred[i]
-        add(table, hyper, data, i, old)
+        undo_remove(table, hyper, data, i, old)
         return free
 
     return weights
@@ -88,7 +91,8 @@ def conditional_logweights(kernels):
 def run_sweep(family, X, kdata, labels, order, uniforms, log_alpha, log_prior_pred, capacity):
     """Run one collapsed sweep over ``order``, growing the cluster table as needed.
 
-    ``labels`` (values in ``0..capacity-1``) is updated in place; returns the final table.
+    ``X``, ``kdata``, ``labels`` and ``log_prior_pred`` describe the same points in the same
+    order. ``labels`` (values in ``0..capacity-1``) is updated in place; returns the table.
     """
     sweep = collapsed_sweep(family.kernels)
     hyper = family.kernel_hyper()

@@ -39,10 +39,21 @@ class CollapsedGibbs(Sampler):
         labels, K = compact(state.labels)
         N = len(labels)
         rng = state.rng
-        order = rng.permutation(N) if self.params["scan"] == "random" else np.arange(N)
+        if self.params["scan"] == "random":
+            # visit points in a fresh uniform order, but gather them into that order first so
+            # the sweep reads memory sequentially (random access costs more than the maths)
+            order = rng.permutation(N)
+            X = state.X[order]
+            kdata = self.family.kernel_data(X)
+            lpp = state.log_prior_pred[order]
+            scanned = labels[order]
+        else:
+            X, kdata, lpp, scanned = state.X, state.kdata, state.log_prior_pred, labels
         uniforms = rng.random(N)
-        run_sweep(self.family, state.X, state.kdata, labels, order, uniforms,
-                  math.log(self.alpha), state.log_prior_pred, K + max(4, K // 2))
+        run_sweep(self.family, X, kdata, scanned, np.arange(N), uniforms,
+                  math.log(self.alpha), lpp, K + max(2, K // 4))
+        if self.params["scan"] == "random":
+            labels[order] = scanned
         state.labels, K = compact(labels)
         state.info = {"n_clusters": K}
         return state

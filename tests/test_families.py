@@ -161,9 +161,14 @@ def test_collapsed_kernels_agree_with_numpy(make):
     labels = rng.integers(0, 3, 25)
     table = fam.kernel_table(X, labels, 5)
     data, hyper = fam.kernel_data(X), fam.kernel_hyper()
-    add, remove, logpred = fam.kernels
+    add, remove, logpred, undo_remove = fam.kernels
     for _ in range(60):
         i = int(rng.integers(25))
+        before = [np.array(a, copy=True) for a in table]
+        remove(table, hyper, data, i, labels[i])
+        undo_remove(table, hyper, data, i, labels[i])
+        for a, b in zip(table[:5], before[:5]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
         remove(table, hyper, data, i, labels[i])
         labels[i] = int(rng.integers(5))
         add(table, hyper, data, i, labels[i])

@@ -18,11 +18,14 @@ class CollapsedKernels(NamedTuple):
     remove(table, hyper, data, i, k)   -- take point i out of cluster k; an emptied slot is
                                           reset to the prior
     logpred(table, hyper, data, i, k)  -- log p(x_i | points of cluster k)
+    undo_remove(table, hyper, data, i, k) -- put back the point just removed from k
+                                          (may restore a saved copy instead of recomputing)
     """
 
     add: Any
     remove: Any
     logpred: Any
+    undo_remove: Any
 
 
 class Family(ABC):

@@ -191,4 +191,4 @@ def dm_logpred(table, hyper, data, i, k):
     return out
 
 
-DirichletMultinomial.kernels = CollapsedKernels(dm_add, dm_remove, dm_logpred)
+DirichletMultinomial.kernels = CollapsedKernels(dm_add, dm_remove, dm_logpred, dm_add)

@@ -226,17 +226,21 @@ class NormalInverseWishart(Family):
         labels = np.asarray(labels, dtype=np.int64)
         stats = grouped_gaussian_stats(self._centre(X), labels, capacity)
         kappa, nu, m, L = self.posterior(stats)
+        # the size-only part of the Student-t constant, tabulated for every possible size so
+        # moving a point needs no lgamma calls
+        dof = self.nu0 + np.arange(len(labels) + 1) - D + 1.0
+        size_term = gammaln((dof + D) / 2.0) - gammaln(dof / 2.0) - 0.5 * D * np.log(dof * np.pi)
         table = (stats.n.astype(np.int64), kappa.copy(), np.ascontiguousarray(m), np.ascontiguousarray(L),
-                 np.empty(capacity), np.empty(D))
+                 np.empty(capacity), np.empty(D), size_term, np.empty(D * D + D + 2))
         _refresh_all(table, self.kernel_hyper())
         return table
 
 
-# ---- numba kernels: table = (n, kappa, mean, chol, const, scratch) ----------------------
+# ---- numba kernels: table = (n, kappa, mean, chol, const, scratch, size_term, saved) -----
 
 @njit(cache=True)
 def _refresh_const(table, hyper, k):
-    n, kappa, mean, L, const, _ = table
+    n, kappa, mean, L, const, _, size_term, _ = table
     nu0 = hyper[1]
     D = mean.shape[1]
     dof = nu0 + n[k] - D + 1.0
@@ -244,9 +248,8 @@ def _refresh_const(table, hyper, k):
     for d in range(D):
         logdiag += math.log(L[k, d, d])
     kap = kappa[k]
-    logdet_scale = D * math.log((kap + 1.0) / (kap * dof)) + 2.0 * logdiag
-    const[k] = (math.lgamma((dof + D) / 2.0) - math.lgamma(dof / 2.0)
-                - 0.5 * D * math.log(dof * math.pi) - 0.5 * logdet_scale)
+    # log|Sigma'| = D log((kap+1)/(kap dof)) + 2 sum log diag(L)
+    const[k] = size_term[n[k]] - 0.5 * D * math.log((kap + 1.0) / (kap * dof)) - logdiag
 
 
 @njit(cache=True)
@@ -275,7 +278,7 @@ def _chol_rank1(L, k, v, sign):
 
 @njit(cache=True)
 def niw_add(table, hyper, data, i, k):
-    n, kappa, mean, L, const, v = table
+    n, kappa, mean, L, const, v, _, _ = table
     x = data[0][i]
     kap = kappa[k]
     f = math.sqrt(kap / (kap + 1.0))
@@ -290,9 +293,16 @@ def niw_add(table, hyper, data, i, k):
 
 @njit(cache=True)
 def niw_remove(table, hyper, data, i, k):
-    n, kappa, mean, L, const, v = table
+    n, kappa, mean, L, const, v, _, saved = table
     x = data[0][i]
     D = x.shape[0]
+    # keep the slot as it was: putting the point straight back is then a copy (niw_undo_remove)
+    saved[0] = kappa[k]
+    saved[1] = const[k]
+    for a in range(D):
+        saved[2 + a] = mean[k, a]
+        for b in range(a + 1):
+            saved[2 + D + a * D + b] = L[k, a, b]
     n[k] -= 1
     if n[k] == 0:  # reset exactly to the prior, no round-off left behind
         kappa[k] = hyper[0]
@@ -314,7 +324,7 @@ def niw_remove(table, hyper, data, i, k):
 
 @njit(cache=True)
 def niw_logpred(table, hyper, data, i, k):
-    n, kappa, mean, L, const, y = table
+    n, kappa, mean, L, const, y, _, _ = table
     x = data[0][i]
     D = x.shape[0]
     q = 0.0
@@ -330,7 +340,20 @@ def niw_logpred(table, hyper, data, i, k):
     return const[k] - 0.5 * (dof + D) * math.log1p(q * kap / (kap + 1.0))
 
 
-NormalInverseWishart.kernels = CollapsedKernels(niw_add, niw_remove, niw_logpred)
+@njit(cache=True)
+def niw_undo_remove(table, hyper, data, i, k):
+    n, kappa, mean, L, const, _, _, saved = table
+    D = mean.shape[1]
+    kappa[k] = saved[0]
+    const[k] = saved[1]
+    for a in range(D):
+        mean[k, a] = saved[2 + a]
+        for b in range(a + 1):
+            L[k, a, b] = saved[2 + D + a * D + b]
+    n[k] += 1
+
+
+NormalInverseWishart.kernels = CollapsedKernels(niw_add, niw_remove, niw_logpred, niw_undo_remove)
 
 
 # ---- likelihood given parameters: the data-parallel hot loop ----------------------------

@@ -169,4 +169,4 @@ def iso_logpred(table, hyper, data, i, k):
     return -0.5 * D * math.log(2.0 * math.pi * v) - q / (2.0 * v)
 
 
-NormalKnownCovariance.kernels = CollapsedKernels(iso_add, iso_remove, iso_logpred)
+NormalKnownCovariance.kernels = CollapsedKernels(iso_add, iso_remove, iso_logpred, iso_add)
