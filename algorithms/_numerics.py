@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 from numba import njit, prange
@@ -78,8 +79,15 @@ PARALLEL_MIN_WORK = 1 << 15
 
 
 def parallel_variants(py_func):
-    """(serial, parallel) compiled versions of a kernel written with ``prange``."""
-    return njit(cache=True)(py_func), njit(cache=True, parallel=True)(py_func)
+    """(serial, parallel) compiled versions of a kernel written with ``prange``.
+
+    The serial one is compiled from a renamed copy: numba names cache files after the
+    function, and two variants of one function would overwrite each other's cache entries.
+    """
+    serial = types.FunctionType(py_func.__code__, py_func.__globals__, py_func.__name__ + "_serial",
+                                py_func.__defaults__, py_func.__closure__)
+    serial.__qualname__ = py_func.__qualname__ + "_serial"
+    return njit(cache=True)(serial), njit(cache=True, parallel=True)(py_func)
 
 
 def _sample_rows(loglik, log_weights, uniforms, out):

@@ -5,6 +5,7 @@
     dpmmbench run --algorithm gibbs --dataset "synth-chang2013?n=2000" --iterations 100 \\
                   --seed 0 --out results/traces/gibbs.parquet [--workers W] [--scheduler ADDR]
                   [--time-budget S] [--alpha A] [--init-clusters K] [--option key=value ...]
+    dpmmbench summarize TRACE... --out summary.csv
     dpmmbench list
 
 Every user error ends with ``dpmmbench: error: <message>`` on stderr and exit code 2, and
@@ -80,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="progress bar on stderr (default: when stderr is a terminal)")
     run.set_defaults(func=_cmd_run)
 
+    summ = sub.add_parser("summarize", help="one row per run from trace files",
+                          description="Summarise trace files into one CSV row per run (written atomically).")
+    summ.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.parquet or .csv)")
+    summ.add_argument("--out", required=True, metavar="PATH", help="summary CSV")
+    summ.set_defaults(func=_cmd_summarize)
+
     lst = sub.add_parser("list", help="list algorithms and datasets",
                          description="List the registered algorithms (exact or not) and datasets.")
     lst.set_defaults(func=_cmd_list)
@@ -108,6 +115,23 @@ def _cmd_run(args) -> int:
     last = trace.iloc[-1]
     print(f"{out}: {meta['algorithm']} on {meta['dataset']}, {meta['iterations']} iterations in "
           f"{last['time_s']:.3g} s, {last['n_clusters']} clusters, log joint {last['log_joint']:.6g}")
+    return 0
+
+
+def _cmd_summarize(args) -> int:
+    from pathlib import Path
+
+    from reports.summary import summarize
+
+    from .driver import atomic_write
+
+    out = Path(args.out)
+    if out.suffix != ".csv":
+        raise ValueError(f"--out must end in .csv, got {args.out!r}")
+    table = summarize(args.traces)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
+    print(table.to_string(index=False))
     return 0
 
 

@@ -463,11 +463,11 @@ def write_trace(df, path, meta=None) -> Path:
 
         table = pa.Table.from_pandas(df, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: meta_json.encode()})
-        _atomic_write(path, lambda f: pq.write_table(table, f))
+        atomic_write(path, lambda f: pq.write_table(table, f))
     else:
         # Sidecar first: whoever sees the trace can rely on its metadata being there.
-        _atomic_write(_sidecar(path), lambda f: f.write(meta_json.encode()))
-        _atomic_write(path, lambda f: df.to_csv(f, index=False, encoding="utf-8"))
+        atomic_write(_sidecar(path), lambda f: f.write(meta_json.encode()))
+        atomic_write(path, lambda f: df.to_csv(f, index=False, encoding="utf-8"))
     return path
 
 
@@ -506,7 +506,10 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
-def _atomic_write(path: Path, write):
+def atomic_write(path: Path, write):
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``:
+    readers see the old file or the complete new one, never a partial one.
+    ``write(f)`` receives a binary file object."""
     # A fresh name created with O_EXCL and mode 0o666 so the final file gets the usual
     # umask-based permissions (mkstemp would leave it private to the owner).
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")

@@ -1,0 +1,21 @@
+# dpmmbench workflow: `snakemake --cores 2` runs the default config (no network needed).
+import sys
+
+from snakemake.utils import validate
+
+
+configfile: "workflows/config/default.yaml"
+
+
+validate(config, "workflows/schemas/config.schema.yaml")
+
+PYTHON = sys.executable  # the interpreter that runs Snakemake has the package installed
+
+
+include: "workflows/common.smk"
+include: "workflows/run.smk"
+
+
+rule all:
+    input:
+        "results/summary.csv",

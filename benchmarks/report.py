@@ -1,0 +1,124 @@
+"""Headline performance numbers for the README, without asv.
+
+Usage::
+
+    python -m benchmarks.report [--repeat 5] [--json reports/perf.json]
+    python benchmarks/report.py
+
+Builds the same problems as the asv suite (``benchmarks/common.py``), warms each one up,
+takes the best of ``--repeat`` timed calls and prints a Markdown table. Every row is
+independent; add a row for a new algorithm by adding one function to ``ROWS``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numba
+import numpy as np
+
+from benchmarks import common
+
+
+def _shape(n, dim, k):
+    return f"{n // 1000}k x {dim}-D, K={k}"
+
+
+def gibbs_sweep(repeat):
+    n = 100_000
+    chain = common.gibbs_chain(f"synth-chang2013?n={n}")
+    t = common.best_of(chain.step, repeat)
+    return [dict(benchmark="gibbs sweep", problem=f"synth-chang2013 {_shape(n, 2, 10)}",
+                 seconds=t, rate=n / t / 1e6, rate_unit="M points/s")]
+
+
+def fsd_steps(repeat):
+    rows = []
+    for shape in common.FSD_SHAPES:
+        chain = common.fsd_chain(*shape)
+        t = common.best_of(chain.step, repeat)
+        rows.append(dict(benchmark="fsd step", problem=_shape(*shape), seconds=t,
+                         rate=shape[0] / t / 1e6, rate_unit="M points/s"))
+    return rows
+
+
+def fsd_label_steps(repeat):
+    """The label step on both FSD shapes; for the GEMM-shaped one also the GEMM rate of the
+    same product, measured right after it, and the achieved fraction."""
+    rows = []
+    for shape in common.FSD_SHAPES:
+        label = common.label_step(*shape)
+        t_label = common.best_of(label.run, repeat)
+        rows.append(dict(benchmark="fsd label step", problem=_shape(*shape), seconds=t_label,
+                         rate=common.gflops(label.flops, t_label), rate_unit="GFLOP/s (nominal 2ND²K)"))
+        if shape == common.GEMM_SHAPE:
+            n, dim, k = shape
+            g = common.gemm(*shape, X=label.X)
+            t_gemm = common.best_of(g.run, repeat)
+            rows.append(dict(benchmark="GEMM peak (numpy matmul)",
+                             problem=f"({n // 1000}k x {dim}) @ ({dim} x {k * dim})", seconds=t_gemm,
+                             rate=common.gflops(g.flops, t_gemm), rate_unit="GFLOP/s"))
+            rows.append(dict(benchmark="label step / GEMM peak", problem=_shape(*shape), seconds=None,
+                             rate=t_gemm / t_label, rate_unit="ratio (1 = GEMM rate)"))
+    return rows
+
+
+#: functions returning table rows; each builds its own problem so rows stay independent
+ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps)
+
+
+def machine_info() -> dict:
+    """What the numbers depend on: code version, CPU count, threads, library versions."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parents[1], check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return dict(commit=commit, date=time.strftime("%Y-%m-%d %H:%M:%S"), python=platform.python_version(),
+                machine=platform.machine(), cpus=os.cpu_count(), numba_threads=numba.get_num_threads(),
+                numpy=np.__version__, numba=numba.__version__)
+
+
+def markdown(rows, info, repeat) -> str:
+    """The rows as a Markdown table, with a one-line provenance note under it."""
+    lines = ["| benchmark | problem | best time (ms) | rate |", "|---|---|---:|---:|"]
+    for r in rows:
+        ms = "" if r["seconds"] is None else f"{1e3 * r['seconds']:.1f}"
+        lines.append(f"| {r['benchmark']} | {r['problem']} | {ms} | {r['rate']:.3g} {r['rate_unit']} |")
+    lines.append("")
+    lines.append(f"Best of {repeat} after warm-up; commit {info['commit']}, {info['cpus']} CPUs, "
+                 f"numba {info['numba']} ({info['numba_threads']} threads), numpy {info['numpy']}, "
+                 f"Python {info['python']}, {info['date']}.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=common.BEST_OF, help="timed calls per row (best is kept)")
+    parser.add_argument("--json", type=Path, help="also write rows and machine info to this JSON file")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+
+    rows = [row for make_rows in ROWS for row in make_rows(args.repeat)]
+    info = machine_info()
+    print(markdown(rows, info, args.repeat))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps(dict(machine=info, repeat=args.repeat, rows=rows), indent=2) + "\n")
+        os.replace(tmp, args.json)  # never leave a half-written file behind
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
