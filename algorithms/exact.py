@@ -64,15 +64,18 @@ class ExactnessResult:
         return self.tv <= self.threshold
 
 
-def sample_frequencies(sampler_factory, X, parts, chains: int, burn: int, samples: int, thin: int) -> np.ndarray:
+def sample_frequencies(sampler_factory, X, parts, chains: int, burn: int, samples: int, thin: int,
+                       inits=None) -> np.ndarray:
     """(chains, n_partitions) visit counts. ``sampler_factory(chain)`` returns a fresh
-    sampler; chains alternate between one-cluster and all-singleton starts."""
+    sampler; chains cycle through ``inits`` (numbers of initial clusters; default: one
+    cluster and all singletons, the most dispersed starts)."""
     index = {partition_key(z): j for j, z in enumerate(parts)}
     N = parts.shape[1]
+    inits = (1, N) if inits is None else tuple(inits)
     counts = np.zeros((chains, len(parts)))
     for c in range(chains):
         s = sampler_factory(c)
-        state = s.init(X, init_clusters=1 if c % 2 == 0 else N)
+        state = s.init(X, init_clusters=inits[c % len(inits)])
         for _ in range(burn):
             state = s.step(state)
         for _ in range(samples):
@@ -84,7 +87,7 @@ def sample_frequencies(sampler_factory, X, parts, chains: int, burn: int, sample
 
 def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, burn: int = 20,
                         samples: int = 1500, thin: int = 2, seed: int = 0, sampler_alpha: float | None = None,
-                        options: dict | None = None) -> ExactnessResult:
+                        options: dict | None = None, inits=None) -> ExactnessResult:
     """Run ``chains`` independent chains of registered sampler ``name`` and compare their
     partition frequencies with the exact posterior at ``alpha``.
 
@@ -98,7 +101,7 @@ def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, bur
     def factory(c):
         return algorithms.make(name, family=family, alpha=run_alpha, seed=seed * 1000 + c, **(options or {}))
 
-    counts = sample_frequencies(factory, X, parts, chains, burn, samples, thin)
+    counts = sample_frequencies(factory, X, parts, chains, burn, samples, thin, inits)
     freq = counts.sum(axis=0) / counts.sum()
     per_chain = counts / samples
     iid_var = (probs * (1 - probs) / samples).sum()

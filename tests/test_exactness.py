@@ -69,3 +69,16 @@ def test_harness_fails_a_deliberately_wrong_sampler(problem):
     label, X, fam, alpha = problem
     res = check_against_exact("gibbs", X, fam, alpha, sampler_alpha=3.0 * alpha)
     assert not res.passed, f"wrong sampler passed on {label}: TV {res.tv:.4f} <= {res.threshold:.4f}"
+
+
+def test_harness_measures_fsd_truncation_bias():
+    """With L = 2 components FSD cannot reach partitions with three or more clusters: the
+    harness must see at least that missing mass as distance."""
+    X, fam, alpha = PROBLEMS["known-1d"]()
+    parts, p = exact_posterior(X, fam, alpha)
+    unreachable = p[parts.max(axis=1) >= 2].sum()
+    res = check_against_exact("fsd", X, fam, alpha, options={"truncation": 2}, samples=500,
+                              inits=(1, 2))
+    assert unreachable > 0.2
+    assert res.tv >= unreachable - 1e-9
+    assert not res.passed

@@ -1,0 +1,83 @@
+"""The asv suite stays runnable: ``asv check`` passes, and every benchmark class runs on
+its ``tiny_params`` (setup + one call of each benchmark method) in a few seconds."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # ``benchmarks`` is not an installed package
+    sys.path.insert(0, str(REPO))
+
+import benchmarks  # noqa: E402
+
+#: method-name prefixes asv treats as benchmarks
+BENCH_PREFIXES = ("time_", "timeraw_", "track_", "mem_", "peakmem_")
+
+
+def asv_executable() -> str | None:
+    """The ``asv`` next to the running interpreter (a venv's bin/), else the one on PATH."""
+    local = Path(sys.executable).with_name("asv")
+    return str(local) if local.exists() else shutil.which("asv")
+
+
+def run_asv(*args, home: Path) -> subprocess.CompletedProcess:
+    # HOME -> tmp so nothing global (e.g. ~/.asv-machine.json) is read or written
+    env = dict(os.environ, HOME=str(home))
+    return subprocess.run([asv_executable(), *args, "--config", str(REPO / "asv.conf.json")],
+                          cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.skipif(asv_executable() is None, reason="the asv executable is not installed")
+def test_asv_check_passes(tmp_path):
+    check = run_asv("check", "-E", f"existing:{sys.executable}", home=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "No problems found" in check.stdout, check.stdout + check.stderr
+
+
+def benchmark_classes():
+    """(module name, class) of every class in ``benchmarks/bench_*.py`` with benchmark methods."""
+    found = []
+    for info in pkgutil.iter_modules(benchmarks.__path__):
+        if not info.name.startswith("bench_"):
+            continue
+        module = importlib.import_module(f"benchmarks.{info.name}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and bench_methods(cls):
+                found.append(pytest.param(cls, id=f"{info.name}.{name}"))
+    return found
+
+
+def bench_methods(cls) -> list[str]:
+    return [name for name in dir(cls) if name.startswith(BENCH_PREFIXES)]
+
+
+def test_every_module_has_benchmarks():
+    assert len(benchmark_classes()) >= 3
+
+
+@pytest.mark.parametrize("cls", benchmark_classes())
+def test_benchmark_runs_on_tiny_params(cls):
+    assert getattr(cls, "tiny_params", None), f"{cls.__name__} needs a tiny_params list for this smoke test"
+    for params in cls.tiny_params:
+        assert len(params) == len(cls.param_names), f"{cls.__name__}.tiny_params {params} vs {cls.param_names}"
+        bench = cls()
+        bench.setup(*params)
+        try:
+            for name in bench_methods(cls):
+                value = getattr(bench, name)(*params)
+                if name.startswith("track_"):
+                    assert isinstance(value, float) and math.isfinite(value) and value > 0, (name, params, value)
+        finally:
+            if hasattr(bench, "teardown"):
+                bench.teardown(*params)
