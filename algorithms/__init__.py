@@ -19,6 +19,12 @@ from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCov
 _REGISTRY = MappingProxyType({
     "fsd": "algorithms.fsd:FiniteSymmetricDirichlet",
     "gibbs": "algorithms.gibbs:CollapsedGibbs",
+    "gibbs-sams": "algorithms.sams:GibbsSAMS",
+    "gibbs-splitmerge": "algorithms.splitmerge:GibbsSplitMerge",
+    "gibbs-supercluster": "algorithms.supercluster:SuperclusterGibbs",
+    "subc": "algorithms.subcluster:SubClusters",
+    "subc-supc": "algorithms.subcluster:SubClustersSuper",
+    "subc-supc-approx": "algorithms.subcluster:SubClustersSuperApprox",
 })
 
 

@@ -28,7 +28,7 @@ def collapsed_sweep(kernels):
     """
     add, remove, logpred, undo_remove = kernels
 
-    @njit(cache=True)
+    @njit(cache=True, nogil=True)
     def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw):
         counts = table[0]
         C = counts.shape[0]

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._numerics import log_dirichlet, sample_rows
+from ._numerics import log_dirichlet
 from .base import Sampler, State
 from .constraints import Interval, Option
+from .labelstep import sample_labels
 from .partitions import compact
 
 
@@ -22,20 +23,6 @@ from .partitions import compact
 class FSDState(State):
     log_weights: np.ndarray | None = None  #: (L,) log pi of the last step
     params: object = None  #: component parameters of the last step
-
-
-def sample_labels(family, X, params, log_weights, uniforms, out=None) -> np.ndarray:
-    """Draw every label given component parameters and log weights, in row blocks so the
-    (rows x components) working set stays small."""
-    N = family.n_points(X)
-    K = len(log_weights)
-    out = np.empty(N, dtype=np.int64) if out is None else out
-    block = int(np.clip(2 ** 19 // max(K, 1), 256, 16384))
-    for a in range(0, N, block):
-        b = min(a + block, N)
-        ll = family.loglik(X[a:b], params)
-        sample_rows(ll, log_weights, uniforms[a:b], out[a:b])
-    return out
 
 
 class FiniteSymmetricDirichlet(Sampler):

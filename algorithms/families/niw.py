@@ -248,8 +248,12 @@ def _refresh_const(table, hyper, k):
     for d in range(D):
         logdiag += math.log(L[k, d, d])
     kap = kappa[k]
+    if n[k] < size_term.shape[0]:
+        st = size_term[n[k]]
+    else:  # a table built from fewer points than it now holds
+        st = math.lgamma((dof + D) / 2.0) - math.lgamma(dof / 2.0) - 0.5 * D * math.log(dof * math.pi)
     # log|Sigma'| = D log((kap+1)/(kap dof)) + 2 sum log diag(L)
-    const[k] = size_term[n[k]] - 0.5 * D * math.log((kap + 1.0) / (kap * dof)) - logdiag
+    const[k] = st - 0.5 * D * math.log((kap + 1.0) / (kap * dof)) - logdiag
 
 
 @njit(cache=True)
