@@ -22,6 +22,7 @@ _REGISTRY = MappingProxyType({
     "gibbs-sams": "algorithms.sams:GibbsSAMS",
     "gibbs-splitmerge": "algorithms.splitmerge:GibbsSplitMerge",
     "gibbs-supercluster": "algorithms.supercluster:SuperclusterGibbs",
+    "search": "algorithms.search:BeamSearch",
     "subc": "algorithms.subcluster:SubClusters",
     "subc-supc": "algorithms.subcluster:SubClustersSuper",
     "subc-supc-approx": "algorithms.subcluster:SubClustersSuperApprox",

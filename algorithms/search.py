@@ -18,6 +18,15 @@ steps return the same state), and the result can initialise any sampler::
     gibbs = algorithms.make("gibbs", family=fam, alpha=1.0)
     state = gibbs.init(X, labels=start)
 
+Priors (``prior``): the DP's EPPF (default; its ``p_max`` has a closed form, SPEC §7.2) or
+the Ewens sampling formula that Daumé's reference code scores partitions with. For the ESF
+the reference computes ``p_max`` greedily, which is not an upper bound (below the true
+completion maximum in 240 of 2,310 small configurations checked, by up to 0.58 nats), so A*
+could return a non-MAP partition; here it is the exact maximum (a dynamic programme over final
+cluster sizes) up to :data:`ESF_EXACT_MAX_N` points and an O(N) upper bound beyond. Both are
+upper bounds, so A* stays exact; only the bound's tightness, not the objective, differs from
+the reference.
+
 The compiled loop and the data structures are described in :mod:`algorithms._search_kernels`.
 """
 from __future__ import annotations
@@ -26,6 +35,7 @@ import functools
 import hashlib
 import inspect
 import math
+import numbers
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +177,7 @@ def map_search(X, family, alpha: float = 1.0, heuristic: str = "inadmissible", b
     -------
     SearchResult
     """
+    _check_arguments(alpha, heuristic, beam, order, prior)
     start = time.process_time()
     X = family.validate(X)
     N = family.n_points(X)
@@ -187,6 +198,17 @@ def map_search(X, family, alpha: float = 1.0, heuristic: str = "inadmissible", b
     c = ws.counters
     return SearchResult(canonical(labels), float(ws.goal[0]), perm, int(c[sk.C_GENERATED]), int(c[sk.C_PUSHED]),
                         int(c[sk.C_POPPED]), int(c[sk.C_QMAX]), time.process_time() - start)
+
+
+def _check_arguments(alpha, heuristic, beam, order, prior):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha > 0 or not math.isfinite(alpha):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    for name, value, allowed in (("heuristic", heuristic, HEURISTICS), ("order", order, ORDERS),
+                                 ("prior", prior, PRIORS)):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or beam < 0:
+        raise ValueError(f"beam must be an integer >= 0 (0 = unbounded), got {beam!r}")
 
 
 class _Workspace:

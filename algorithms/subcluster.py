@@ -1,22 +1,33 @@
 """Chang & Fisher (2013) sub-cluster split-merge samplers: ``subc``, ``subc-supc``,
 ``subc-supc-approx`` (SPEC §5).
 
-State: labels ``z``, and for every cluster two sub-clusters (sub-labels ``zs`` in {0, 1}).
-One step (the DPMMSubClusters schedule, SPEC §5.8):
+State: labels ``z``; for every cluster two sub-clusters (sub-labels ``zs`` in {0, 1}); the
+sufficient statistics of every sub-cluster (cluster statistics are their pair sums, since
+statistics are additive). One step (the DPMMSubClusters schedule, SPEC §5.8):
 
-1. weights ``pi ~ Dir(n_1..n_K)`` (over existing clusters; the new-cluster mass only
-   rescales), cluster parameters from their posteriors, sub-weights
+1. weights ``pi ~ Dir(n_1..n_K)`` (over the existing clusters: the new-cluster mass only
+   rescales them), cluster parameters from their posteriors, sub-weights
    ``Dir(n_kl + alpha/2, n_kr + alpha/2)`` and sub-cluster parameters;
 2. (``subc-supc``) super-clusters from the J-divergences between components (SPEC §5.7);
-3. restricted Gibbs: every label among the existing clusters (of its super-cluster), then
-   every sub-label between the two sub-clusters of its cluster -- both data-parallel;
-4. clusters with an empty sub-cluster get random sub-labels and restart their burn-in;
-5. sub-cluster split of every burnt-in cluster (SPEC §5.3-§5.4), MH-accepted;
+3. restricted Gibbs, data-parallel: every label among the existing clusters (of its
+   super-cluster) without emptying any, then every sub-label between the two sub-clusters
+   of its cluster; one pass of sufficient statistics;
+4. a cluster with an empty sub-cluster gets random sub-labels and restarts its burn-in;
+5. a sub-cluster split of every burnt-in cluster (SPEC §5.3-§5.4), MH-accepted;
 6. ``random_moves`` random split/merge proposals with the thesis Hastings ratio and exact
-   selection bookkeeping (SPEC §5.5) -- the merges the sub-cluster splits cannot do.
+   selection probabilities (SPEC §5.5): the merges sub-cluster splits cannot make.
+   Option ``merges="pairwise"`` makes DPMMSubClusters-style merges of every pair instead.
 
-Merges option ``pairwise`` replaces 6 by DPMMSubClusters-style merges of every pair
-(approximate: the merge is not paired with its reverse).
+Measured deviations from exactness (the enumeration harness, N = 6) and what was fixed:
+
+* emptying a cluster in the restricted label step has no reverse move and biased the chain
+  towards fewer clusters (TV 0.39): the label step here never empties a cluster;
+* a number of random proposals that depends on the state (one per cluster) biased it too:
+  the number is a fixed option;
+* the deterministic sub-cluster split itself has no paired reverse move; on tiny data it
+  leaves the chain with too many clusters (TV 0.18 on the 2-D NIW problem; with sub-cluster
+  splits switched off the same chain matches the posterior). Chang & Fisher argue the
+  effect vanishes as burnt-in sub-clusters concentrate on one split, so ``exact = False``.
 """
 from __future__ import annotations
 
@@ -29,57 +40,36 @@ from scipy.special import gammaln
 from ._numerics import log_dirichlet
 from .base import Sampler, State
 from .constraints import Interval, OneOf, Option
-from .labelstep import sample_labels, sample_labels_keeping_clusters, sample_labels_within, take_params
+from .labelstep import sample_labels_keeping_clusters, sample_labels_within, sample_sublabels
 from .partitions import compact
 
 
 @dataclass
 class SubclusterState(State):
     sublabels: np.ndarray | None = None  #: (N,) sub-cluster of each point, 0 or 1
+    sub_stats: tuple | None = None  #: statistics of the 2K sub-clusters (rows 2k, 2k+1)
     history: np.ndarray | None = None  #: (K, W) recent L(left) + L(right); -inf = not yet
     splittable: np.ndarray | None = None  #: (K,) burnt-in clusters
 
 
-class _Book:
-    """Per-cluster bookkeeping during one step: burn-in history, splittable flag, whether
-    the cluster was already changed this step, its super-cluster, whether it still exists."""
+# ---- additive statistics, whatever the family --------------------------------------------
 
-    def __init__(self, history, splittable, group=None):
-        K = len(splittable)
-        self.history, self.splittable = history, splittable
-        self.touched = np.zeros(K, dtype=bool)
-        self.alive = np.ones(K, dtype=bool)
-        self.group = np.zeros(K, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
+def _rows(st, idx):
+    return type(st)(*(a[idx] for a in st))
 
-    def add_cluster(self, parent):
-        """A new cluster born from ``parent`` (same super-cluster); returns its id."""
-        self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
-        self.splittable = np.append(self.splittable, False)
-        self.touched = np.append(self.touched, True)
-        self.alive = np.append(self.alive, True)
-        self.group = np.append(self.group, self.group[parent])
-        return len(self.splittable) - 1
 
-    def restart(self, z, zs, k, rng):
-        """Random sub-labels for cluster k; it must burn in again before it can split."""
-        members = np.flatnonzero(z == k)
-        zs[members] = rng.integers(0, 2, members.size)
-        self.history[k] = -np.inf
-        self.splittable[k] = False
+def _pair_sums(sub):
+    K = len(sub.n) // 2
+    return type(sub)(*(a.reshape((K, 2) + a.shape[1:]).sum(axis=1) for a in sub))
 
-    def pairs(self):
-        """Unordered pairs of living clusters in the same super-cluster."""
-        counts = np.bincount(self.group[self.alive])
-        return int((counts * (counts - 1) // 2).sum())
 
-    def pick_pair(self, rng):
-        """A uniformly random pair among :meth:`pairs`."""
-        ids = np.flatnonzero(self.alive)
-        counts = np.bincount(self.group[ids])
-        weights = counts * (counts - 1) / 2.0
-        g = rng.choice(len(counts), p=weights / weights.sum())
-        a, b = rng.choice(ids[self.group[ids] == g], size=2, replace=False)
-        return int(a), int(b)
+def _set_rows(dst, idx, src):
+    for a, b in zip(dst, src):
+        a[idx] = b
+
+
+def _grow(st, extra):
+    return type(st)(*(np.concatenate([a, np.zeros((extra,) + a.shape[1:])]) for a in st))
 
 
 def _log_q_dircat(n_left, n_right, alpha):
@@ -92,7 +82,7 @@ def _log_q_dircat(n_left, n_right, alpha):
 
 
 def _split_log_ratio(alpha, n_left, n_right, L_left, L_right, L_whole):
-    """log p(split) - log p(merged) for two disjoint sets (SPEC §0.3, negated rho)."""
+    """log p(split) - log p(merged) for two disjoint sets (SPEC §0.3: minus log rho)."""
     return (math.log(alpha) + gammaln(n_left) + gammaln(n_right) - gammaln(n_left + n_right)
             + L_left + L_right - L_whole)
 
@@ -120,15 +110,89 @@ def supercluster_groups(divergence: np.ndarray, rng, scale: float = 4.0) -> np.n
     return compact(np.array([root(a) for a in range(K)]))[0]
 
 
-class SubClusters(Sampler):
-    """Sub-cluster split-merge sampler (registry name ``subc``).
+class _Clusters:
+    """Everything the moves of one step change, kept consistent with the labels: the
+    sub-cluster statistics, burn-in history, splittable flags, super-cluster of each
+    cluster and whether it still exists. Clusters are only appended or marked dead; the
+    step compacts at the end."""
 
-    Not exact: the deterministic sub-cluster split has no paired reverse move, so on tiny
-    data it adds clusters the random merges do not fully balance (measured by the
-    enumeration harness: TV 0.18 on the 2-D NIW problem at N = 6; with sub-cluster splits
-    switched off the same chain matches the posterior). Chang & Fisher argue the bias
-    vanishes as the burnt-in sub-clusters concentrate on one split.
-    """
+    def __init__(self, family, X, z, zs, sub, history, splittable, group=None):
+        self.family, self.X, self.z, self.zs = family, X, z, zs
+        self.sub, self.history, self.splittable = sub, history, splittable
+        K = len(splittable)
+        self.alive = np.ones(K, dtype=bool)
+        self.group = np.zeros(K, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
+
+    @property
+    def K(self):
+        return len(self.alive)
+
+    def sizes(self, k):
+        return self.sub.n[2 * k], self.sub.n[2 * k + 1]
+
+    def members(self, k):
+        return np.flatnonzero(self.z == k)
+
+    def log_marginals(self, ks):
+        """(L(left), L(right), L(cluster)) for clusters ``ks``."""
+        fam = self.family
+        rows = np.ravel(np.column_stack([2 * np.asarray(ks), 2 * np.asarray(ks) + 1]))
+        sub = _rows(self.sub, rows)
+        Lsub = fam.log_marginal_stats(sub).reshape(-1, 2)
+        return Lsub[:, 0], Lsub[:, 1], fam.log_marginal_stats(_pair_sums(sub))
+
+    def restart(self, k, rng, members=None):
+        """Random sub-labels for cluster k; it must burn in again before it can split."""
+        members = self.members(k) if members is None else members
+        side = rng.integers(0, 2, members.size)
+        self.zs[members] = side
+        _set_rows(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
+        self.history[k] = -np.inf
+        self.splittable[k] = False
+
+    def split(self, k, moved, rng):
+        """Points ``moved`` of cluster k form a new cluster; both restart."""
+        new = self.K
+        self.sub = _grow(self.sub, 2)
+        self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
+        self.splittable = np.append(self.splittable, False)
+        self.alive = np.append(self.alive, True)
+        self.group = np.append(self.group, self.group[k])
+        self.z[moved] = new
+        self.restart(k, rng)
+        self.restart(new, rng, moved)
+        return new
+
+    def merge(self, a, b):
+        """b joins a; the two old clusters become a's sub-clusters (DPMMSubClusters)."""
+        both = _pair_sums(_rows(self.sub, [2 * a, 2 * a + 1, 2 * b, 2 * b + 1]))
+        ma, mb = self.members(a), self.members(b)
+        self.z[mb] = a
+        self.zs[ma], self.zs[mb] = 0, 1
+        _set_rows(self.sub, [2 * a, 2 * a + 1], both)
+        _set_rows(self.sub, [2 * b, 2 * b + 1], self.family.empty_stats(2))
+        self.alive[b] = False
+        self.history[a] = -np.inf
+        self.splittable[a] = False
+
+    def pairs(self):
+        """Unordered pairs of living clusters in the same super-cluster."""
+        counts = np.bincount(self.group[self.alive])
+        return int((counts * (counts - 1) // 2).sum())
+
+    def pick_pair(self, rng):
+        """A uniformly random pair among :meth:`pairs`."""
+        ids = np.flatnonzero(self.alive)
+        counts = np.bincount(self.group[ids])
+        weights = counts * (counts - 1) / 2.0
+        g = rng.choice(len(counts), p=weights / weights.sum())
+        a, b = rng.choice(ids[self.group[ids] == g], size=2, replace=False)
+        return int(a), int(b)
+
+
+class SubClusters(Sampler):
+    """Sub-cluster split-merge sampler (registry name ``subc``); see the module docstring
+    for why it is not exact."""
 
     name = "subc"
     exact = False
@@ -139,7 +203,7 @@ class SubClusters(Sampler):
                          "likelihood (DPMMSubClusters), at its first non-increase (Chang), or always"),
         "burnin_window": Option(10, Interval(int, 2), "iterations in the burn-in window"),
         "merges": Option("random", OneOf(("random", "pairwise", "none")),
-                         "random split/merge pair (exact) or DPMMSubClusters pairwise merges (approximate)"),
+                         "random split/merge pair (exact MH) or DPMMSubClusters pairwise merges (approximate)"),
         # a fixed number: a count that depends on the state (e.g. one per cluster) biases the chain
         "random_moves": Option(5, Interval(int, 0), "random split/merge proposals per step"),
         "random_split_prob": Option(0.01, Interval(float, 0.0, 1.0, low_open=True),
@@ -148,27 +212,26 @@ class SubClusters(Sampler):
 
     def _init(self, X, labels, rng):
         labels, K = compact(labels)
+        zs = rng.integers(0, 2, len(labels))
         W = self.params["burnin_window"]
-        return SubclusterState(X, labels, rng, sublabels=rng.integers(0, 2, len(labels)),
+        return SubclusterState(X, labels, rng, sublabels=zs, sub_stats=self.family.stats(X, 2 * labels + zs, 2 * K),
                                history=np.full((K, W), -np.inf), splittable=np.zeros(K, dtype=bool))
 
     def _step(self, state):
         fam, rng, alpha = self.family, state.rng, self.alpha
-        X, z, zs = state.X, state.labels, state.sublabels
-        K = int(z.max()) + 1
+        X, z, sub = state.X, state.labels, state.sub_stats
+        K = len(state.splittable)
         N = len(z)
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the labels
-        st = fam.stats(X, z, K)
-        sst = fam.stats(X, 2 * z + zs, 2 * K)
+        st = _pair_sums(sub)
         log_pi = log_dirichlet(rng, st.n)
         theta = fam.sample_params(st, rng)
-        log_spi = log_dirichlet(rng, sst.n.reshape(K, 2) + alpha / 2.0).ravel()
-        stheta = fam.sample_params(sst, rng)
+        log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + alpha / 2.0).ravel()
+        stheta = fam.sample_params(sub, rng)
 
-        # 2-3. restricted Gibbs for the labels (within super-clusters; no cluster is
-        # emptied), then the sub-labels
+        # 2-3. restricted Gibbs for the labels (no cluster emptied), then the sub-labels
         groups = None
         if self.supercluster:
             groups = supercluster_groups(fam.divergence(theta), rng)
@@ -177,73 +240,48 @@ class SubClusters(Sampler):
         else:
             z, fell_back = sample_labels_keeping_clusters(fam, X, theta, log_pi, z, rng)
         info["sequential_label_sweep"] = int(fell_back)
-        zs = self._sample_sublabels(X, z, stheta, log_spi, rng.random(N))
-        book = _Book(state.history, state.splittable, groups)
+        zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
+        sub = fam.stats(X, 2 * z + zs, 2 * K)
+        c = _Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups)
 
         # 4. a cluster with an empty sub-cluster restarts
-        sub_n = np.bincount(2 * z + zs, minlength=2 * K).reshape(K, 2)
-        for k in np.flatnonzero((sub_n == 0).any(axis=1)):
-            book.restart(z, zs, k, rng)
+        for k in np.flatnonzero((sub.n.reshape(K, 2) == 0).any(axis=1)):
+            c.restart(k, rng)
 
         # burn-in monitor: L(left) + L(right) of every cluster
-        sst = fam.stats(X, 2 * z + zs, 2 * K)
-        sub_L = fam.log_marginal_stats(sst).reshape(K, 2)
-        book.history = np.concatenate([book.history[:, 1:], sub_L.sum(axis=1)[:, None]], axis=1)
-        book.splittable |= self._burnt_in(book.history)
+        Ll, Lr, L = c.log_marginals(np.arange(K))
+        c.history = np.concatenate([c.history[:, 1:], (Ll + Lr)[:, None]], axis=1)
+        c.splittable |= self._burnt_in(c.history)
 
         # 5. sub-cluster splits of burnt-in clusters
-        L = fam.log_marginal_stats(fam.stats(X, z, K))
-        for k in np.flatnonzero(book.splittable):
-            nl, nr = sst.n[2 * k], sst.n[2 * k + 1]
+        for k in np.flatnonzero(c.splittable[:K]):
+            nl, nr = c.sizes(k)
             if nl == 0 or nr == 0:
                 continue
             info["proposed_splits"] += 1
-            if math.log(rng.random()) < _split_log_ratio(alpha, nl, nr, sub_L[k, 0], sub_L[k, 1], L[k]):
+            if math.log(rng.random()) < _split_log_ratio(alpha, nl, nr, Ll[k], Lr[k], L[k]):
                 info["accepted_splits"] += 1
-                new = book.add_cluster(k)
-                z[(z == k) & (zs == 1)] = new
-                book.touched[k] = True
-                for c in (k, new):
-                    book.restart(z, zs, c, rng)
+                c.split(k, np.flatnonzero((z == k) & (zs == 1)), rng)
 
         # 6. merges (and random splits)
         if self.params["merges"] == "random":
-            self._random_moves(X, z, zs, book, rng, info)
+            self._random_moves(c, rng, info)
         elif self.params["merges"] == "pairwise":
-            self._pairwise_merges(X, z, zs, book, rng, info)
+            self._pairwise_merges(c, rng, info)
 
-        keep = np.bincount(z, minlength=len(book.alive)) > 0
-        state.labels, K = compact(z)
-        state.sublabels = zs
-        state.history, state.splittable = book.history[keep], book.splittable[keep]
-        info["n_clusters"] = K
+        # drop merged-away clusters
+        keep = np.flatnonzero(c.alive)
+        remap = np.full(c.K, -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        state.labels, state.sublabels = remap[c.z], c.zs
+        state.sub_stats = _rows(c.sub, np.ravel(np.column_stack([2 * keep, 2 * keep + 1])))
+        state.history, state.splittable = c.history[keep], c.splittable[keep]
+        info["n_clusters"] = len(keep)
         info["n_splittable"] = int(state.splittable.sum())
         state.info = info
         return state
 
     # ---- pieces ----------------------------------------------------------------------
-    def _sample_sublabels(self, X, z, stheta, log_spi, u):
-        """Each point picks one of the two sub-clusters of its own cluster."""
-        fam = self.family
-        K = len(log_spi) // 2
-        if K <= 8:  # cheaper to score every sub-cluster than to group the points
-            ll = fam.loglik(X, stheta)
-            rows = np.arange(len(z))
-            left = ll[rows, 2 * z] + log_spi[2 * z]
-            right = ll[rows, 2 * z + 1] + log_spi[2 * z + 1]
-            with np.errstate(over="ignore"):
-                p_right = 1.0 / (1.0 + np.exp(left - right))
-            return (u < p_right).astype(np.int64)
-        zs = np.empty(len(z), dtype=np.int64)
-        order = np.argsort(z, kind="stable")
-        bounds = np.searchsorted(z[order], np.arange(K + 1))
-        for k in range(K):
-            idx = order[bounds[k]:bounds[k + 1]]
-            if idx.size:
-                comps = np.array([2 * k, 2 * k + 1])
-                zs[idx] = sample_labels(fam, X[idx], take_params(stheta, comps), log_spi[comps], u[idx])
-        return zs
-
     def _burnt_in(self, history):
         rule = self.params["burnin"]
         if rule == "none":
@@ -257,27 +295,20 @@ class SubClusters(Sampler):
             # the window's (slightly inflated) average
             return finite.all(axis=1) & (history.sum(axis=1) / (W - 0.1) - history[:, -1] < 0.01)
 
-    def _set_log_marginals(self, X, members, side):
-        """(L(side 0), L(side 1), L(all)) of the points ``members`` split by ``side``."""
-        fam = self.family
-        parts = fam.log_marginal_stats(fam.stats(X[members], side, 2))
-        whole = fam.log_marginal_stats(fam.stats(X[members], np.zeros(len(members), dtype=np.int64), 1))[0]
-        return parts[0], parts[1], whole
-
-    def _random_moves(self, X, z, zs, book, rng, info):
+    def _random_moves(self, c, rng, info):
         """Random Dirichlet-categorical splits and random merges with the thesis ratio and
         exact selection probabilities (SPEC §5.5): a split picks a cluster with probability
         p/K, a merge a pair (within a super-cluster) with probability (1-p)/pairs; an
         unordered split has probability 2 q(labels). Each proposal is an exact MH move on
         the partition whatever happened earlier in the step."""
-        alpha = self.alpha
+        fam, alpha = self.family, self.alpha
         p = self.params["random_split_prob"]
         for _ in range(self.params["random_moves"]):
-            ids = np.flatnonzero(book.alive)
-            Kc, pairs = len(ids), book.pairs()
+            ids = np.flatnonzero(c.alive)
+            Kc, pairs = len(ids), c.pairs()
             if rng.random() < p:
                 k = int(ids[rng.integers(Kc)])
-                members = np.flatnonzero(z == k)
+                members = c.members(k)
                 if members.size < 2:
                     continue
                 info["proposed_splits"] += 1
@@ -287,60 +318,51 @@ class SubClusters(Sampler):
                 nl = members.size - nr
                 if nl == 0 or nr == 0:  # not a split: rejected
                     continue
-                Ll, Lr, Lk = self._set_log_marginals(X, members, side)
-                pairs_after = pairs + int((book.group[ids] == book.group[k]).sum())
+                halves = fam.log_marginal_stats(fam.stats(c.X[members], side, 2))
+                Lk = c.log_marginals([k])[2][0]
+                pairs_after = pairs + int((c.group[ids] == c.group[k]).sum())
                 log_sel = math.log((1 - p) / pairs_after) - math.log(p / Kc) - math.log(2.0)
-                log_h = log_sel + _split_log_ratio(alpha, nl, nr, Ll, Lr, Lk) - _log_q_dircat(nl, nr, alpha)
+                log_h = (log_sel + _split_log_ratio(alpha, nl, nr, halves[0], halves[1], Lk)
+                         - _log_q_dircat(nl, nr, alpha))
                 if math.log(rng.random()) < log_h:
                     info["accepted_splits"] += 1
-                    new = book.add_cluster(k)
-                    z[members[side == 1]] = new
-                    book.touched[k] = True
-                    for c in (k, new):
-                        book.restart(z, zs, c, rng)
+                    c.split(k, members[side == 1], rng)
             elif pairs > 0:
-                a, b = book.pick_pair(rng)
+                a, b = c.pick_pair(rng)
                 info["proposed_merges"] += 1
-                ma, mb = np.flatnonzero(z == a), np.flatnonzero(z == b)
-                members = np.concatenate([ma, mb])
-                side = np.repeat([0, 1], [ma.size, mb.size])
-                La, Lb, Lab = self._set_log_marginals(X, members, side)
+                na, nb, log_h_split = self._merge_terms(c, a, b)
                 log_sel = math.log(p / (Kc - 1)) + math.log(2.0) - math.log((1 - p) / pairs)
-                log_h = (log_sel - _split_log_ratio(alpha, ma.size, mb.size, La, Lb, Lab)
-                         + _log_q_dircat(ma.size, mb.size, alpha))
+                log_h = log_sel - log_h_split + _log_q_dircat(na, nb, alpha)
                 if math.log(rng.random()) < log_h:
                     info["accepted_merges"] += 1
-                    self._merge(z, zs, a, b, ma, mb, book)
+                    c.merge(a, b)
 
-    def _merge(self, z, zs, a, b, ma, mb, book):
-        """b joins a; the two old clusters become a's sub-clusters (DPMMSubClusters)."""
-        z[mb] = a
-        zs[ma], zs[mb] = 0, 1
-        book.alive[b] = False
-        book.touched[a] = book.touched[b] = True
-        book.history[a] = -np.inf
-        book.splittable[a] = False
+    def _merge_terms(self, c, a, b):
+        """(n_a, n_b, log p(a, b apart) - log p(a, b merged)) from the statistics alone."""
+        fam = self.family
+        st = _pair_sums(_rows(c.sub, [2 * a, 2 * a + 1, 2 * b, 2 * b + 1]))
+        La, Lb = fam.log_marginal_stats(st)
+        Lab = fam.log_marginal_stats(_pair_sums(st))[0]
+        na, nb = st.n
+        return na, nb, _split_log_ratio(self.alpha, na, nb, La, Lb, Lab)
 
-    def _pairwise_merges(self, X, z, zs, book, rng, info):
+    def _pairwise_merges(self, c, rng, info):
         """DPMMSubClusters merges: every pair of splittable clusters, in order, with the
         random-merge ratio and no selection terms (approximate: no paired reverse move)."""
-        alpha = self.alpha
-        K = len(book.alive)
+        K = c.K
+        merged = np.zeros(K, dtype=bool)
         for a in range(K):
             for b in range(a + 1, K):
-                if book.touched[a] or book.touched[b] or not (book.splittable[a] and book.splittable[b]):
+                if merged[a] or merged[b] or not (c.alive[a] and c.alive[b]):
                     continue
-                ma, mb = np.flatnonzero(z == a), np.flatnonzero(z == b)
-                if ma.size == 0 or mb.size == 0:
+                if not (c.splittable[a] and c.splittable[b]):
                     continue
                 info["proposed_merges"] += 1
-                members = np.concatenate([ma, mb])
-                La, Lb, Lab = self._set_log_marginals(X, members, np.repeat([0, 1], [ma.size, mb.size]))
-                # the thesis random-merge ratio without its selection terms (SPEC §5.5)
-                log_h = -_split_log_ratio(alpha, ma.size, mb.size, La, Lb, Lab) + _log_q_dircat(ma.size, mb.size, alpha)
-                if math.log(rng.random()) < log_h:
+                na, nb, log_h_split = self._merge_terms(c, a, b)
+                if math.log(rng.random()) < -log_h_split + _log_q_dircat(na, nb, self.alpha):
                     info["accepted_merges"] += 1
-                    self._merge(z, zs, a, b, ma, mb, book)
+                    c.merge(a, b)
+                    merged[a] = merged[b] = True
 
 
 class SubClustersSuper(SubClusters):
@@ -355,6 +377,5 @@ class SubClustersSuperApprox(SubClustersSuper):
     sub-clusters to burn in (``subc-supc-approx``; Chang & Fisher's approximation)."""
 
     name = "subc-supc-approx"
-    exact = False
     options = {**SubClustersSuper.options,
                "burnin": Option("none", OneOf(("window", "first-nonincrease", "none")), "see subc")}

@@ -139,6 +139,19 @@ def gibbs_chain(dataset: str) -> Chain:
     return chain("gibbs", ds.X, ds.labels, ds.family)
 
 
+def subcluster_chain(problem: str) -> Chain:
+    """``subc`` on a registered dataset, or on ``blobs-<N>x<D>-K<K>`` (:func:`gaussian_blobs`),
+    started at the true labels."""
+    if problem.startswith("blobs-"):
+        shape, k = problem[len("blobs-"):].split("-K")
+        n, dim = (int(v) for v in shape.split("x"))
+        X, labels, family = gaussian_blobs(n, dim, int(k))
+    else:
+        ds = datasets.load(problem)
+        X, labels, family = ds.X, ds.labels, ds.family
+    return chain("subc", X, labels, family)
+
+
 def fsd_chain(n: int, dim: int, truncation: int) -> Chain:
     """FSD blocked Gibbs with ``truncation`` components on :func:`fsd_data`."""
     X, labels, family = fsd_data(n, dim, truncation)

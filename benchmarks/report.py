@@ -72,8 +72,24 @@ def fsd_label_steps(repeat):
     return rows
 
 
+def subcluster_steps(repeat):
+    """``subc`` on Chang & Fisher's benchmark shape (reported as 100 iterations) and on the
+    50-D shape."""
+    rows = []
+    for problem, shape in (("synth-chang2013?n=1000000&n_clusters=6", (1_000_000, 2, 6)),
+                           ("blobs-70000x50-K20", (70_000, 50, 20))):
+        chain = common.subcluster_chain(problem)
+        t = common.best_of(chain.step, repeat)
+        rows.append(dict(benchmark="subc step", problem=_shape(*shape), seconds=t,
+                         rate=shape[0] / t / 1e6, rate_unit="M points/s"))
+        if shape[0] == 1_000_000:
+            rows.append(dict(benchmark="subc 100 iterations (best step x 100)", problem=_shape(*shape),
+                             seconds=100 * t, rate=100 * t, rate_unit="s (target < 10 s)"))
+    return rows
+
+
 #: functions returning table rows; each builds its own problem so rows stay independent
-ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps)
+ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps)
 
 
 def machine_info() -> dict:

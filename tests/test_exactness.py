@@ -52,8 +52,9 @@ def test_transition_check_catches_a_wrong_alpha():
 @pytest.mark.parametrize("name", algorithms.available())
 def test_sampler_against_exact_posterior(name, problem, request):
     label, X, fam, alpha = problem
-    res = check_against_exact(name, X, fam, alpha)
     exact = algorithms.get(name).exact
+    # approximate samplers only report their distance: a smaller budget measures it well enough
+    res = check_against_exact(name, X, fam, alpha, samples=1500 if exact else 500)
     request.config.exactness_report.append(
         f"{name:<22} {label:<9} exact={str(exact):<5} TV={res.tv:.4f}  MC threshold={res.threshold:.4f} "
         f"(inflation {res.inflation:.2f}, {res.n_samples} samples)")

@@ -82,9 +82,13 @@ def report(request):
     """Rows written to the terminal when the module's tests are done (the measured gaps)."""
     rows = []
     yield rows
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and rows:
-        reporter.write_sep("-", "search: measured gaps to the brute-force MAP and states pushed")
+    plugins = request.config.pluginmanager
+    reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")
+    if reporter is None or capture is None or not rows:
+        return
+    with capture.global_and_fixture_disabled():  # module teardown output is captured otherwise
+        reporter.write_line("")
+        reporter.write_sep("-", "search: measured gaps (nats) to the brute-force MAP, states pushed, vs gibbs")
         for row in rows:
             reporter.write_line(row)
 
@@ -335,6 +339,10 @@ def test_bad_options_name_the_option():
         algorithms.make("search", family=fam, beam=-1)
     with pytest.raises(TypeError, match="beam"):
         algorithms.make("search", family=fam, beam=2.5)
+    X = np.arange(4.0)[:, None]
+    for bad in ({"heuristic": "optimistic"}, {"beam": -1}, {"order": "sideways"}, {"prior": "py"}, {"alpha": 0.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            map_search(X, fam, **{"alpha": 1.0, **bad})
 
 
 @pytest.mark.parametrize("name", ["gibbs", "fsd"])

@@ -39,13 +39,43 @@ class GaussianParams(NamedTuple):
         return np.linalg.inv(self.W @ np.swapaxes(self.W, -1, -2))
 
 
-def grouped_gaussian_stats(Xc: np.ndarray, labels: np.ndarray, K: int) -> GaussianStats:
-    """(n, sum x, sum x x^T) per label, in O(N D^2)."""
-    N, D = Xc.shape
+#: fixed number of row chunks for the small-D statistics kernel: partial sums are reduced in
+#: a fixed order, so the result does not depend on the number of threads
+_STATS_CHUNKS = 16
+
+
+def _small_d_stats(X, shift, labels, K, n, s1, s2):
+    N, D = X.shape
+    C = n.shape[0]
+    step = (N + C - 1) // C
+    for c in prange(C):
+        for r in range(c * step, min(N, (c + 1) * step)):
+            k = labels[r]
+            n[c, k] += 1.0
+            for a in range(D):
+                xa = X[r, a] - shift[a]
+                s1[c, k, a] += xa
+                for b in range(a + 1):
+                    s2[c, k, a, b] += xa * (X[r, b] - shift[b])
+
+
+def grouped_gaussian_stats(X: np.ndarray, labels: np.ndarray, K: int, shift=None) -> GaussianStats:
+    """(n, sum x, sum x x^T) per label of the rows of ``X - shift``, in O(N D^2)."""
+    N, D = X.shape
+    shift = np.zeros(D) if shift is None else shift
+    if D <= 8:  # one pass, centring on the fly, partial sums per row chunk
+        C = _STATS_CHUNKS if N * D * D >= PARALLEL_MIN_WORK else 1
+        n, s1, s2 = np.zeros((C, K)), np.zeros((C, K, D)), np.zeros((C, K, D, D))
+        _SMALL_D_STATS[C > 1](X, shift, labels, K, n, s1, s2)
+        s2 = s2.sum(axis=0)
+        il = np.tril_indices(D, -1)
+        s2[:, il[1], il[0]] = s2[:, il[0], il[1]]
+        return GaussianStats(n.sum(axis=0), s1.sum(axis=0), s2)
+    Xc = np.ascontiguousarray(X - shift)
     n = np.bincount(labels, minlength=K).astype(np.float64)[:K]
     s1 = np.zeros((K, D))
     s2 = np.zeros((K, D, D))
-    if D * D <= 16 or K > 64:
+    if K > 64:
         for a in range(D):
             s1[:, a] = np.bincount(labels, weights=Xc[:, a], minlength=K)[:K]
             for b in range(a + 1):
@@ -133,7 +163,8 @@ class NormalInverseWishart(Family):
 
     # ---- statistics ----------------------------------------------------------------
     def stats(self, X, labels, n_clusters):
-        return grouped_gaussian_stats(self._centre(X), np.asarray(labels, dtype=np.int64), n_clusters)
+        return grouped_gaussian_stats(np.asarray(X, dtype=np.float64), np.asarray(labels, dtype=np.int64),
+                                      n_clusters, self.mu0)
 
     def empty_stats(self, n_clusters):
         D = self.dim
@@ -224,7 +255,7 @@ class NormalInverseWishart(Family):
     def kernel_table(self, X, labels, capacity):
         D = self.dim
         labels = np.asarray(labels, dtype=np.int64)
-        stats = grouped_gaussian_stats(self._centre(X), labels, capacity)
+        stats = grouped_gaussian_stats(X, labels, capacity, self.mu0)
         kappa, nu, m, L = self.posterior(stats)
         # the size-only part of the Student-t constant, tabulated for every possible size so
         # moving a point needs no lgamma calls
@@ -391,6 +422,7 @@ def _blocked_quadform(Y, B, c, out):
 
 
 _SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
+_SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
 
 
