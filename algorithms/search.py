@@ -242,20 +242,15 @@ class _Workspace:
         self.ints = (N, int(beam), HEURISTICS.index(heuristic), PRIORS.index(prior), int(esf_exact))
         self.floats = (log_alpha, const)
 
-        # the pool: a family table in which all points sit in slot 0, which is then reset to
-        # the empty cluster by copying an empty slot over it (tables only hold statistics)
-        probe_a = family.kernel_table(Xo[:1], np.zeros(1, dtype=np.int64), 4)
-        probe_b = family.kernel_table(Xo[:1], np.zeros(1, dtype=np.int64), 5)
-        self.per_slot = tuple(a.shape[0] != b.shape[0] for a, b in zip(probe_a, probe_b))
-        everything = np.zeros(N, dtype=np.int64)
-        want = self.INITIAL["slots"]
-        table = family.kernel_table(Xo, everything, want)
+        # the pool: a family table in which all points sit in slot 0 and slot 1 is empty; it is
+        # enlarged to the working capacity and slot 0 reset by copying slot 1 over it
+        self.per_slot = _per_slot_arrays(family, Xo)
+        table = family.kernel_table(Xo, np.zeros(N, dtype=np.int64), sk.FIRST_FREE_SLOT + 1)
         self.other_dims = {a.shape[0] for a, s in zip(table, self.per_slot) if not s}
-        cap = self._capacity(want)
-        if cap != table[0].shape[0]:
-            table = family.kernel_table(Xo, everything, cap)
+        cap = self._capacity(self.INITIAL["slots"])
+        table = tuple(_enlarge(a, cap) if s else a for a, s in zip(table, self.per_slot))
         sk.copy_slot(table, 1, sk.TEMPLATE)
-        sk.register_kernels(family.kernels, table, self.hyper, self.data)
+        _register(family.kernels, table, self.hyper, self.data)
         self.table = table
         self.refcount = np.zeros(cap, dtype=np.int64)
         self.free_slots = np.zeros(cap, dtype=np.int64)
@@ -349,6 +344,31 @@ class _Workspace:
             out[d] = self.node_choice[node]
             node = self.node_parent[node]
         return out
+
+
+def _per_slot_arrays(family, X) -> tuple[bool, ...]:
+    """Which entries of the family's kernel table are per-slot arrays (their length follows
+    the capacity), found by building two tiny tables; cached per family class."""
+    cls = type(family)
+    if cls not in _PER_SLOT:
+        one = np.zeros(1, dtype=np.int64)
+        small, large = family.kernel_table(X[:1], one, 4), family.kernel_table(X[:1], one, 5)
+        _PER_SLOT[cls] = tuple(a.shape[0] != b.shape[0] for a, b in zip(small, large))
+    return _PER_SLOT[cls]
+
+
+_PER_SLOT: dict = {}
+_REGISTERED: set = set()
+
+
+def _register(kernels, table, hyper, data):
+    """Register the family kernels for the compiled loop (see ``register_kernels``), skipping
+    numba's type inference when this layout of arguments was registered before."""
+    layout = (kernels,) + tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) if isinstance(a, np.ndarray)
+                                else type(a) for a in (*table, *hyper, *data))
+    if layout not in _REGISTERED:
+        sk.register_kernels(kernels, table, hyper, data)
+        _REGISTERED.add(layout)
 
 
 @functools.cache

@@ -1,0 +1,1 @@
+"""Thin entry points of the reproduction experiments (each also runs as a script)."""
