@@ -63,7 +63,8 @@ def collapsed_sweep(kernels):
 def conditional_logweights(kernels):
     """Compiled helper returning the log weights the sweep would use for point ``i``
     (removed from its cluster first, then put back): exposes the kernel's conditional for
-    the exact transition-matrix tests."""
+    the exact transition-matrix tests. The weighing loop repeats the sweep's on purpose:
+    factoring it into a shared jitted function measured 15-70% slower sweeps."""
     add, remove, logpred, undo_remove = kernels
 
     @njit(cache=True)
