@@ -421,6 +421,8 @@ def _blocked_quadform(Y, B, c, out):
             out[r, k] = c[k] - 0.5 * q
 
 
+#: working-set target of the GEMM-then-reduce likelihood (about half a typical L2 + L3 share)
+_QUADFORM_CACHE_BYTES = 1 << 27
 _SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
 _SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
@@ -442,5 +444,11 @@ def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
     else:
         Wcat = np.ascontiguousarray(np.transpose(params.W, (1, 0, 2)).reshape(D, K * D))
         B = np.einsum("ka,kab->kb", params.mu, params.W)
-        _BLOCKED_QUADFORM[N * K >= PARALLEL_MIN_WORK](X @ Wcat, B, c, out)
+        # rows in chunks whose product (rows x K*D) stays in cache while it is reduced
+        rows = max(64, _QUADFORM_CACHE_BYTES // (8 * K * D))
+        Y = np.empty((min(rows, N), K * D))
+        for a in range(0, N, rows):
+            b = min(a + rows, N)
+            np.matmul(X[a:b], Wcat, out=Y[:b - a])
+            _BLOCKED_QUADFORM[(b - a) * K >= PARALLEL_MIN_WORK](Y[:b - a], B, c, out[a:b])
     return out
