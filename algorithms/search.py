@@ -164,7 +164,8 @@ def map_search(X, family, alpha: float = 1.0, heuristic: str = "inadmissible", b
         greedy inner maximisation; O(N^2 K) predictives per state); the sum of their
         singleton log marginals (cheap, usually pessimistic).
     beam : int
-        Queue size B; 0 = unbounded (A* with an admissible heuristic). B = 1 is greedy.
+        Queue size B; 0 = unbounded (A* with an admissible heuristic: exact, but the number of
+        states can grow exponentially with N, so only for small problems). B = 1 is greedy.
     order : {"given", "random", "increasing", "decreasing"}
         Data order (SPEC §7.5); the reference default is "increasing".
     prior : {"eppf", "esf"}
@@ -418,7 +419,7 @@ class BeamSearch(Sampler):
     options = {
         "heuristic": Option("inadmissible", OneOf(HEURISTICS),
                             "estimate of the remaining points' log marginal (SPEC §7.3)"),
-        "beam": Option(100, Interval(int, 0), "queue size B (0 = unbounded: A*)"),
+        "beam": Option(100, Interval(int, 0), "queue size B (0 = unbounded: A*, practical for small N only)"),
         "order": Option("increasing", OneOf(ORDERS), "data order (SPEC §7.5)"),
         "prior": Option("eppf", OneOf(PRIORS), "partition prior: DP EPPF, or the Ewens formula of the reference"),
     }

@@ -58,7 +58,7 @@ SIZES = {
         "beams": [1, 10, 100],
         "admissible_budget": 2e4,
         "digits_n": [150, 300],
-        "multinomial": "synth-multinomial?n=150&vocab=50&n_clusters=5&doc_length=50",
+        "multinomial": "synth-multinomial?n=300&vocab=100&n_clusters=8&doc_length=20",
     },
 }
 ALPHA = 1.0
