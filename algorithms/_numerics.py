@@ -102,10 +102,11 @@ def _sample_rows(loglik, log_weights, uniforms, out):
 _SAMPLE_ROWS = parallel_variants(_sample_rows)
 
 
-def sample_rows(loglik, log_weights, uniforms, out):
+def sample_rows(loglik, log_weights, uniforms, out, parallel=True):
     """out[r] ~ Cat(exp(loglik[r] + log_weights)), drawn with ``uniforms[r]``.
 
     Rows are independent, so the result does not depend on the number of threads.
-    ``loglik`` is overwritten.
+    ``loglik`` is overwritten. ``parallel=False`` right after a multi-threaded BLAS call:
+    BLAS threads still spinning stall a numba parallel region.
     """
-    _SAMPLE_ROWS[loglik.size >= PARALLEL_MIN_WORK](loglik, log_weights, uniforms, out)
+    _SAMPLE_ROWS[parallel and loglik.size >= PARALLEL_MIN_WORK](loglik, log_weights, uniforms, out)

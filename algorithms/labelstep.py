@@ -27,10 +27,11 @@ def sample_labels(family, X, params, log_weights, uniforms, out=None) -> np.ndar
     K = len(log_weights)
     out = np.empty(N, dtype=np.int64) if out is None else out
     block = int(np.clip(2 ** 19 // max(K, 1), 256, 16384))
+    parallel = not family.loglik_uses_blas()
     for a in range(0, N, block):
         b = min(a + block, N)
         ll = family.loglik(X[a:b], params)
-        sample_rows(ll, log_weights, uniforms[a:b], out[a:b])
+        sample_rows(ll, log_weights, uniforms[a:b], out[a:b], parallel)
     return out
 
 

@@ -78,6 +78,11 @@ class Family(ABC):
     def loglik(self, X, params) -> np.ndarray:
         """(N, K) log-likelihood of every point under every component's parameters."""
 
+    def loglik_uses_blas(self) -> bool:
+        """Whether :meth:`loglik` is a multi-threaded matrix product (then the sampling that
+        follows it runs single-threaded, see ``sample_rows``)."""
+        return False
+
     @abstractmethod
     def divergence(self, params) -> np.ndarray:
         """(K, K) symmetric KL (J-) divergence between components."""

@@ -222,6 +222,9 @@ class NormalInverseWishart(Family):
     def loglik(self, X, params):
         return gaussian_loglik(np.asarray(X, dtype=np.float64), params)
 
+    def loglik_uses_blas(self):
+        return self.dim > _SMALL_D
+
     def divergence(self, params):
         sigma = params.sigma
         prec = params.W @ np.swapaxes(params.W, -1, -2)
@@ -421,8 +424,10 @@ def _blocked_quadform(Y, B, c, out):
             out[r, k] = c[k] - 0.5 * q
 
 
+#: up to this dimension direct loops beat a matrix product for the quadratic forms
+_SMALL_D = 8
 #: working-set target of the GEMM-then-reduce likelihood (about half a typical L2 + L3 share)
-_QUADFORM_CACHE_BYTES = 1 << 27
+_QUADFORM_CACHE_BYTES = 1 << 23
 _SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
 _SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
@@ -439,7 +444,7 @@ def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
     c = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
     if out is None:
         out = np.empty((N, K))
-    if D <= 8:
+    if D <= _SMALL_D:
         _SMALL_D_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, params.mu, np.ascontiguousarray(params.W), c, out)
     else:
         Wcat = np.ascontiguousarray(np.transpose(params.W, (1, 0, 2)).reshape(D, K * D))
@@ -450,5 +455,7 @@ def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
         for a in range(0, N, rows):
             b = min(a + rows, N)
             np.matmul(X[a:b], Wcat, out=Y[:b - a])
-            _BLOCKED_QUADFORM[(b - a) * K >= PARALLEL_MIN_WORK](Y[:b - a], B, c, out[a:b])
+            # serial on purpose: BLAS threads still spinning after the product would stall a
+            # numba parallel region (measured: 2x slower label step)
+            _BLOCKED_QUADFORM[0](Y[:b - a], B, c, out[a:b])
     return out

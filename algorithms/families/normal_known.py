@@ -112,6 +112,9 @@ class NormalKnownCovariance(Family):
         d2 = (X * X).sum(axis=1)[:, None] - 2.0 * (X @ mu.T) + (mu * mu).sum(axis=1)[None, :]
         return -0.5 * self.dim * (LOG_2PI + math.log(self.var)) - np.maximum(d2, 0.0) / (2.0 * self.var)
 
+    def loglik_uses_blas(self):
+        return True
+
     def divergence(self, params):
         mu = params.mu
         d2 = ((mu[:, None, :] - mu[None, :, :]) ** 2).sum(axis=2)
