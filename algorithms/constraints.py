@@ -19,7 +19,7 @@ class Interval:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"option {name!r} must be a number, got {value!r}")
         if self.kind is int:
-            if int(value) != value:
+            if value != value or value in (float("inf"), float("-inf")) or int(value) != value:
                 raise TypeError(f"option {name!r} must be an integer, got {value!r}")
             value = int(value)
         else:
