@@ -87,6 +87,18 @@ def _split_log_ratio(alpha, n_left, n_right, L_left, L_right, L_whole):
             + L_left + L_right - L_whole)
 
 
+def random_split_log_ratio(alpha, p_split, n_clusters, pairs_after, n_left, n_right, L_left, L_right, L_whole):
+    """log Hastings ratio of a random Dirichlet-categorical split of one of ``n_clusters``
+    clusters into parts of sizes (n_left, n_right), paired with the random merge of those
+    parts (SPEC §5.5, thesis ratio). The split picks its cluster with probability
+    p/K and an unordered labelling with probability 2 q; the merge picks its pair with
+    probability (1 - p)/pairs among the ``pairs_after`` pairs of the split state. The merge's
+    ratio is the negative of this one evaluated at the split state."""
+    log_select = math.log((1 - p_split) / pairs_after) - math.log(p_split / n_clusters) - math.log(2.0)
+    return (log_select + _split_log_ratio(alpha, n_left, n_right, L_left, L_right, L_whole)
+            - _log_q_dircat(n_left, n_right, alpha))
+
+
 def supercluster_groups(divergence: np.ndarray, rng, scale: float = 4.0) -> np.ndarray:
     """Data-dependent super-clusters (Chang & Fisher 2013, SPEC §5.7): each cluster links to
     one other drawn with probability proportional to ``A_km + A_mk``, ``A = exp(-scale J)``;
@@ -335,30 +347,27 @@ class SubClusters(Sampler):
                 halves = fam.log_marginal_stats(fam.stats(c.X[members], side, 2))
                 Lk = c.log_marginals([k])[2][0]
                 pairs_after = pairs + int((c.group[ids] == c.group[k]).sum())
-                log_sel = math.log((1 - p) / pairs_after) - math.log(p / Kc) - math.log(2.0)
-                log_h = (log_sel + _split_log_ratio(alpha, nl, nr, halves[0], halves[1], Lk)
-                         - _log_q_dircat(nl, nr, alpha))
+                log_h = random_split_log_ratio(alpha, p, Kc, pairs_after, nl, nr, halves[0], halves[1], Lk)
                 if math.log(rng.random()) < log_h:
                     info["accepted_splits"] += 1
                     c.split(k, members[side == 1], rng)
             elif pairs > 0:
                 a, b = c.pick_pair(rng)
                 info["proposed_merges"] += 1
-                na, nb, log_h_split = self._merge_terms(c, a, b)
-                log_sel = math.log(p / (Kc - 1)) + math.log(2.0) - math.log((1 - p) / pairs)
-                log_h = log_sel - log_h_split + _log_q_dircat(na, nb, alpha)
+                na, nb, La, Lb, Lab = self._merge_terms(c, a, b)
+                log_h = -random_split_log_ratio(alpha, p, Kc - 1, pairs, na, nb, La, Lb, Lab)
                 if math.log(rng.random()) < log_h:
                     info["accepted_merges"] += 1
                     c.merge(a, b)
 
     def _merge_terms(self, c, a, b):
-        """(n_a, n_b, log p(a, b apart) - log p(a, b merged)) from the statistics alone."""
+        """(n_a, n_b, L(a), L(b), L(a u b)) from the statistics alone."""
         fam = self.family
         st = _pair_sums(_rows(c.sub, [2 * a, 2 * a + 1, 2 * b, 2 * b + 1]))
         La, Lb = fam.log_marginal_stats(st)
         Lab = fam.log_marginal_stats(_pair_sums(st))[0]
         na, nb = st.n
-        return na, nb, _split_log_ratio(self.alpha, na, nb, La, Lb, Lab)
+        return na, nb, La, Lb, Lab
 
     def _pairwise_merges(self, c, rng, info):
         """DPMMSubClusters merges: every pair of splittable clusters, in order, with the
@@ -372,7 +381,8 @@ class SubClusters(Sampler):
                 if not (c.splittable[a] and c.splittable[b]):
                     continue
                 info["proposed_merges"] += 1
-                na, nb, log_h_split = self._merge_terms(c, a, b)
+                na, nb, La, Lb, Lab = self._merge_terms(c, a, b)
+                log_h_split = _split_log_ratio(self.alpha, na, nb, La, Lb, Lab)
                 if math.log(rng.random()) < -log_h_split + _log_q_dircat(na, nb, self.alpha):
                     info["accepted_merges"] += 1
                     c.merge(a, b)

@@ -1,0 +1,130 @@
+"""Sub-cluster samplers: the random Dirichlet-categorical split/merge pair is an exact MH
+move (SPEC §9.2 transition matrix), the Chang-code ratio is not, and the label step never
+empties a cluster."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+import algorithms
+import datasets
+from algorithms.exact import exact_posterior
+from algorithms.labelstep import sample_labels_keeping_clusters
+from algorithms.partitions import enumerate_partitions, partition_key
+from algorithms.subcluster import _log_q_dircat, random_split_log_ratio
+from conftest import PROBLEMS
+
+
+def _L(fam, X, members):
+    return fam.log_marginal(X[members])
+
+
+def random_move_matrix(X, fam, alpha, p, log_ratio=random_split_log_ratio):
+    """Exact transition matrix of one random split-or-merge proposal over partitions."""
+    N = X.shape[0]
+    parts = np.array(list(enumerate_partitions(N)))
+    index = {partition_key(z): j for j, z in enumerate(parts)}
+    T = np.zeros((len(parts), len(parts)))
+    for s, z in enumerate(parts):
+        K = z.max() + 1
+        pairs = K * (K - 1) // 2
+        # split: cluster k uniformly, then every labelling with its Dirichlet-categorical probability
+        for k in range(K):
+            members = np.flatnonzero(z == k)
+            n = members.size
+            if n < 2:  # a singleton cannot be split
+                T[s, s] += p / K
+                continue
+            for side in itertools.product((0, 1), repeat=n):
+                side = np.array(side)
+                nr = int(side.sum())
+                nl = n - nr
+                prob = p / K * math.exp(_log_q_dircat(nl, nr, alpha))
+                if nl == 0 or nr == 0:  # drawn, but not a split: rejected
+                    T[s, s] += prob
+                    continue
+                new = z.copy()
+                new[members[side == 1]] = K
+                log_h = log_ratio(alpha, p, K, pairs + K, nl, nr, _L(fam, X, members[side == 0]),
+                                  _L(fam, X, members[side == 1]), _L(fam, X, members))
+                acc = min(1.0, math.exp(min(log_h, 0.0)))
+                T[s, index[partition_key(new)]] += prob * acc
+                T[s, s] += prob * (1 - acc)
+        # merge: a uniform pair
+        if pairs == 0:
+            T[s, s] += 1 - p
+            continue
+        for a, b in itertools.combinations(range(K), 2):
+            ma, mb = np.flatnonzero(z == a), np.flatnonzero(z == b)
+            new = z.copy()
+            new[mb] = a
+            log_h = -log_ratio(alpha, p, K - 1, pairs, ma.size, mb.size, _L(fam, X, ma), _L(fam, X, mb),
+                               _L(fam, X, np.concatenate([ma, mb])))
+            acc = min(1.0, math.exp(min(log_h, 0.0)))
+            T[s, index[partition_key(new)]] += (1 - p) / pairs * acc
+            T[s, s] += (1 - p) / pairs * (1 - acc)
+    return parts, T
+
+
+def chang_code_ratio(alpha, p, n_clusters, pairs_after, nl, nr, Ll, Lr, Lw):
+    """The ratio of Chang's released code (SPEC §5.5): it omits the size terms
+    log G(n_l) + log G(n_r) - log G(a/2 + n_l) - log G(a/2 + n_r)."""
+    n = nl + nr
+    log_select = math.log((1 - p) / pairs_after) - math.log(p / n_clusters) - math.log(2.0)
+    return (log_select + math.log(alpha) + 2 * gammaln(alpha / 2) - gammaln(alpha) + gammaln(alpha + n)
+            - gammaln(n) + Ll + Lr - Lw)
+
+
+@pytest.mark.parametrize("name", ["known-1d", "niw-2d"])
+def test_random_split_merge_pair_is_exact(name):
+    X, fam, alpha = PROBLEMS[name]()
+    X = X[:5]
+    _, pi = exact_posterior(X, fam, alpha)
+    for p in (0.5, 0.01):
+        _, T = random_move_matrix(X, fam, alpha, p)
+        np.testing.assert_allclose(T.sum(axis=1), 1.0, atol=1e-12)
+        assert np.abs(pi @ T - pi).sum() < 1e-10
+        flow = pi[:, None] * T
+        assert np.abs(flow - flow.T).max() < 1e-12
+
+
+def test_chang_code_ratio_is_not():
+    X, fam, alpha = PROBLEMS["known-1d"]()
+    X = X[:5]
+    _, pi = exact_posterior(X, fam, alpha)
+    _, T = random_move_matrix(X, fam, alpha, 0.5, log_ratio=chang_code_ratio)
+    assert np.abs(pi @ T - pi).sum() > 1e-3
+
+
+def test_label_step_never_empties_a_cluster():
+    ds = datasets.load("synth-chang2013?n=400")
+    fam = ds.family
+    rng = np.random.default_rng(0)
+    labels = ds.labels.copy()
+    labels[0] = 10  # a singleton cluster whose point belongs elsewhere
+    K = 11
+    st = fam.stats(ds.X, labels, K)
+    theta = fam.sample_params(st, rng)
+    log_pi = np.log(np.full(K, 1.0 / K))
+    log_pi[10] = -1e3  # so the parallel draw always takes the singleton's point away
+    fell_back = 0
+    for _ in range(20):
+        new, fb = sample_labels_keeping_clusters(fam, ds.X, theta, log_pi, labels, rng)
+        assert np.bincount(new, minlength=K).min() > 0
+        fell_back += fb
+    assert fell_back == 20  # every parallel draw emptied it; the sequential sweep kept it
+
+
+def test_subclusters_split_from_one_cluster():
+    ds = datasets.load("synth-chang2013?n=3000")
+    s = algorithms.make("subc", family=ds.family, alpha=1.0, seed=0)
+    state = s.init(ds.X, init_clusters=1)
+    accepted = 0
+    for _ in range(60):
+        state = s.step(state)
+        accepted += state.info["accepted_splits"]
+        n = np.bincount(state.labels)
+        np.testing.assert_allclose(state.sub_stats.n.reshape(-1, 2).sum(axis=1), n)
+    assert accepted >= 5 and len(np.unique(state.labels)) >= 8
