@@ -94,7 +94,7 @@ def move_kernels(kernels):
     """
     add, remove, logpred, undo_remove = kernels
 
-    @njit(cache=True)
+    @njit  # a closure over jitted kernels never hits the disk cache
     def fill(data, hyper, table, idx, part, marginals):
         l0 = 0.0
         l1 = 0.0
@@ -110,7 +110,7 @@ def move_kernels(kernels):
             add(table, hyper, data, x, k)
         return l0, l1
 
-    @njit(cache=True)
+    @njit  # a closure over jitted kernels never hits the disk cache
     def absorb(data, hyper, table, idx, part, l0, l1):
         # the union's marginal costs one pass over the smaller group only
         small = GROUP_J if table[0][GROUP_J] <= table[0][GROUP_I] else GROUP_I
@@ -122,7 +122,7 @@ def move_kernels(kernels):
                 add(table, hyper, data, idx[t], big)
         return l_union
 
-    @njit(cache=True)
+    @njit  # a closure over jitted kernels never hits the disk cache
     def allocate(data, hyper, table, idx, part, uniforms, force):
         counts = table[0]
         part[0] = GROUP_I
@@ -144,7 +144,7 @@ def move_kernels(kernels):
             add(table, hyper, data, x, k)
         return log_q, l0, l1, absorb(data, hyper, table, idx, part, l0, l1)
 
-    @njit(cache=True)
+    @njit  # a closure over jitted kernels never hits the disk cache
     def scan(data, hyper, table, idx, part, uniforms, target, force):
         counts = table[0]
         log_q = 0.0

@@ -28,7 +28,7 @@ def collapsed_sweep(kernels):
     """
     add, remove, logpred, undo_remove = kernels
 
-    @njit(cache=True, nogil=True)
+    @njit(nogil=True)  # a closure over jitted kernels never hits the disk cache
     def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw):
         counts = table[0]
         C = counts.shape[0]
@@ -67,7 +67,7 @@ def conditional_logweights(kernels):
     factoring it into a shared jitted function measured 15-70% slower sweeps."""
     add, remove, logpred, undo_remove = kernels
 
-    @njit(cache=True)
+    @njit  # a closure over jitted kernels never hits the disk cache
     def weights(data, hyper, table, labels, i, log_alpha, log_prior_pred, logw):
         counts = table[0]
         C = counts.shape[0]
