@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from . import digits, synth_chang2013, synth_multinomial, synth_wang2017
+from . import digits, mnist10k, reuters, synth_chang2013, synth_multinomial, synth_wang2017
 from .base import Builder
 
 #: base name -> builder (read-only)
 REGISTRY = MappingProxyType({
-    b.name: b for b in (synth_chang2013.BUILDER, synth_wang2017.BUILDER, digits.BUILDER, synth_multinomial.BUILDER)
+    b.name: b for b in (synth_chang2013.BUILDER, synth_wang2017.BUILDER, digits.BUILDER, synth_multinomial.BUILDER,
+                        mnist10k.BUILDER, reuters.BUILDER)
 })
 
 

@@ -39,8 +39,9 @@ def loaded():
     return {name: datasets.load(name) for name in SMALL}
 
 
-def test_available_lists_all_four():
-    assert datasets.available() == ["synth-chang2013", "synth-wang2017", "digits", "synth-multinomial"]
+def test_available_lists_the_local_and_the_fetched_sets():
+    assert datasets.available() == ["synth-chang2013", "synth-wang2017", "digits", "synth-multinomial",
+                                    "mnist10k", "reuters"]
 
 
 @pytest.mark.parametrize("name", SMALL)
