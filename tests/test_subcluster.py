@@ -13,7 +13,8 @@ import datasets
 from algorithms.exact import exact_posterior
 from algorithms.labelstep import sample_labels_keeping_clusters
 from algorithms.partitions import enumerate_partitions, partition_key
-from algorithms.subcluster import _log_q_dircat, random_split_log_ratio
+import algorithms.exact
+from algorithms.subcluster import _log_q_dircat, _split_log_ratio, random_split_log_ratio
 from conftest import PROBLEMS
 
 
@@ -128,3 +129,113 @@ def test_subclusters_split_from_one_cluster():
         n = np.bincount(state.labels)
         np.testing.assert_allclose(state.sub_stats.n.reshape(-1, 2).sum(axis=1), n)
     assert accepted >= 5 and len(np.unique(state.labels)) >= 8
+
+
+def _log_sub_posterior(fam, X, members, alpha):
+    """log T(side) for every labelling ``side`` of ``members`` into (left, right): the
+    collapsed conditional of the sub-cluster labels (sub-weights Dir(a/2, a/2) and the
+    sub-cluster parameters integrated out), i.e. what perfectly burnt-in auxiliary
+    variables would be distributed as. Returns (sides, log probabilities)."""
+    sides = np.array(list(itertools.product((0, 1), repeat=members.size)))
+    logw = np.empty(len(sides))
+    for j, side in enumerate(sides):
+        nr = int(side.sum())
+        nl = members.size - nr
+        logw[j] = (_log_q_dircat(nl, nr, alpha) + (_L(fam, X, members[side == 0]) if nl else 0.0)
+                   + (_L(fam, X, members[side == 1]) if nr else 0.0))
+    return sides, logw - np.logaddexp.reduce(logw)
+
+
+def _ideal_split_log_ratio(fam, X, alpha, p, K, pairs_after, left, right):
+    """Exact log Hastings ratio of splitting ``left | right`` (one of K clusters) by the
+    deterministic sub-cluster split with ideal auxiliaries, paired with the deterministic
+    merge of that pair (which sets the merged cluster's sub-labels to the two old clusters):
+    the proposal probability of the unordered split is 2 T(side), so the intractable
+    normaliser of T appears in the ratio."""
+    members = np.concatenate([left, right])
+    sides, logt = _log_sub_posterior(fam, X, members, alpha)
+    side = np.r_[np.zeros(left.size, int), np.ones(right.size, int)]
+    log_t = logt[np.flatnonzero((sides == side).all(axis=1))[0]]
+    log_target = _split_log_ratio(alpha, left.size, right.size, _L(fam, X, left), _L(fam, X, right),
+                                  _L(fam, X, members))
+    return log_target + math.log((1 - p) / pairs_after) - math.log(p / K) - math.log(2.0) - log_t
+
+
+def ideal_subcluster_matrix(X, fam, alpha, p=0.5, ratio="chang"):
+    """Exact transition matrix over partitions of one sub-cluster move whose auxiliary
+    sub-labels are a fresh draw from their exact conditional T (ideal burn-in).
+
+    ``ratio="chang"``: with probability p, split a uniform cluster along its sub-labels and
+    accept with Chang & Fisher's ratio (SPEC §5.3, no reverse move); otherwise stay.
+    ``ratio="exact"``: the same split paired with a deterministic merge of a uniform pair,
+    both accepted with the exact ratio of :func:`_ideal_split_log_ratio`."""
+    N = X.shape[0]
+    parts = np.array(list(enumerate_partitions(N)))
+    index = {partition_key(z): j for j, z in enumerate(parts)}
+    T = np.zeros((len(parts), len(parts)))
+    for s, z in enumerate(parts):
+        K = z.max() + 1
+        pairs = K * (K - 1) // 2
+        for k in range(K):
+            members = np.flatnonzero(z == k)
+            sides, logt = _log_sub_posterior(fam, X, members, alpha)
+            for side, lt in zip(sides, logt):
+                prob = p / K * math.exp(lt)
+                left, right = members[side == 0], members[side == 1]
+                if left.size == 0 or right.size == 0:  # an empty sub-cluster: no split proposed
+                    T[s, s] += prob
+                    continue
+                if ratio == "chang":
+                    log_h = _split_log_ratio(alpha, left.size, right.size, _L(fam, X, left), _L(fam, X, right),
+                                             _L(fam, X, members))
+                else:
+                    log_h = _ideal_split_log_ratio(fam, X, alpha, p, K, pairs + K, left, right)
+                acc = math.exp(min(log_h, 0.0))
+                new = z.copy()
+                new[right] = K
+                T[s, index[partition_key(new)]] += prob * acc
+                T[s, s] += prob * (1 - acc)
+        if ratio == "chang" or pairs == 0:
+            T[s, s] += 1 - p
+            continue
+        for a, b in itertools.combinations(range(K), 2):
+            ma, mb = np.flatnonzero(z == a), np.flatnonzero(z == b)
+            log_h = -_ideal_split_log_ratio(fam, X, alpha, p, K - 1, pairs, ma, mb)
+            acc = math.exp(min(log_h, 0.0))
+            new = z.copy()
+            new[mb] = a
+            T[s, index[partition_key(new)]] += (1 - p) / pairs * acc
+            T[s, s] += (1 - p) / pairs * (1 - acc)
+    return parts, T
+
+
+def _stationary(T):
+    vals, vecs = np.linalg.eig(T.T)
+    v = np.real(vecs[:, np.argmin(np.abs(vals - 1.0))])
+    return v / v.sum()
+
+
+@pytest.mark.parametrize("name", ["known-1d", "niw-2d"])
+def test_ideal_subcluster_split_is_biased_and_exact_pair_is_not(name):
+    """Settles SPEC §9.6's [uncertain] row for the sub-cluster sampler: even with perfectly
+    burnt-in sub-clusters, Chang & Fisher's deterministic split has no reverse move and its
+    ratio omits the normaliser of the sub-label distribution, so a chain of exact moves
+    (collapsed Gibbs sweeps, the exact random split/merge pair) plus that split does not
+    target the posterior. The control: the same split paired with a deterministic merge and
+    the exact ratio (which needs that normaliser, a sum over 2^n sub-labellings) is exact."""
+    X, fam, alpha = PROBLEMS[name]()
+    X = X[:5]
+    _, pi = exact_posterior(X, fam, alpha)
+    _, exact_pair = ideal_subcluster_matrix(X, fam, alpha, ratio="exact")
+    np.testing.assert_allclose(exact_pair.sum(axis=1), 1.0, atol=1e-12)
+    flow = pi[:, None] * exact_pair
+    assert np.abs(flow - flow.T).max() < 1e-12
+
+    _, chang = ideal_subcluster_matrix(X, fam, alpha, ratio="chang")
+    _, gibbs = algorithms.exact.gibbs_transition_matrix(fam, X, alpha)
+    _, rsm = random_move_matrix(X, fam, alpha, 0.5)
+    sweep = np.linalg.matrix_power(gibbs, X.shape[0])
+    biased = _stationary(sweep @ rsm @ chang)
+    control = _stationary(sweep @ rsm @ exact_pair)
+    assert 0.5 * np.abs(control - pi).sum() < 1e-9
+    assert 0.5 * np.abs(biased - pi).sum() > 0.02
