@@ -393,7 +393,7 @@ def _ol_logpred(table, hyper, data, i, k):
 def release(s, states, pool):
     """Free state ``s`` and drop its slot references (a slot no state refers to is recycled)."""
     s_int, _, s_slots, free_states = states
-    refcount, free_slots, counters = pool
+    refcount, free_slots, counters = pool[0], pool[1], pool[2]
     for j in range(s_int[s, S_K]):
         r = s_slots[s, j]
         refcount[r] -= 1
@@ -515,7 +515,7 @@ def expand(table, hyper, data, c, ints, floats, states, queue, pool, consts, scr
     s_int, s_float, s_slots, _ = states
     lpp, suffix, lgam, G = consts
     hist, cnt, dp, dp2, hchild = scratch[0], scratch[1], scratch[2], scratch[3], scratch[9]
-    counters = pool[2]
+    counters, memo_point, memo_value = pool[2], pool[3], pool[4]
     sizes = table[0]
     d = s_int[c, S_DEPTH]
     K = s_int[c, S_K]
@@ -534,8 +534,13 @@ def expand(table, hyper, data, c, ints, floats, states, queue, pool, consts, scr
     lgsum = s_float[c, S_LGSUM]
     for k in range(K + 1):
         if k < K:
-            nk = sizes[s_slots[c, k]]
-            dchild = base + k_logpred(table, hyper, data, d, s_slots[c, k])
+            r = s_slots[c, k]
+            nk = sizes[r]
+            # sibling states share most slots: each slot's predictive of point d once
+            if memo_point[r] != d:
+                memo_value[r] = k_logpred(table, hyper, data, d, r)
+                memo_point[r] = d
+            dchild = base + memo_value[r]
         else:
             nk = 0
             dchild = base + lpp[d]
@@ -568,7 +573,7 @@ def new_state(table, hyper, data, parent, choice, dchild, states, pool, path):
     """Materialise the child of ``parent`` (-1: the root) whose next point went to cluster
     ``choice``: share the parent's slots, copy the changed one and add the point to it."""
     s_int, s_float, s_slots, free_states = states
-    refcount, free_slots, counters = pool
+    refcount, free_slots, counters, memo_point = pool[0], pool[1], pool[2], pool[3]
     node_parent, node_choice = path
     counters[C_FREE_STATES] -= 1
     c = free_states[counters[C_FREE_STATES]]
@@ -589,6 +594,7 @@ def new_state(table, hyper, data, parent, choice, dchild, states, pool, path):
             refcount[r] += 1
     copy_slot(table, s_slots[parent, choice] if choice < K else TEMPLATE, slot)
     k_add(table, hyper, data, d, slot)
+    memo_point[slot] = -1  # new contents: any memoised predictive is stale
     s_slots[c, choice] = slot
     refcount[slot] = 1
     nk = table[0][slot]
@@ -626,7 +632,8 @@ def search_loop(fingerprint: int):
 
     ``ints`` = (N, beam (0 = unbounded), heuristic, prior, ESF bound exact?),
     ``floats`` = (log alpha, prior constant),
-    ``pool`` = (slot reference counts, free slot stack, counters),
+    ``pool`` = (slot reference counts, free slot stack, counters, memo point, memo value):
+    the memo holds each slot's predictive of the point it was last evaluated for,
     ``states`` = (int fields, float fields, slot lists, free stack),
     ``queue`` = (min-max heap, entry int fields, entry float fields, free stack),
     ``path`` = (parent node, choice), ``consts`` = (log p(x_i) under the prior, its suffix

@@ -256,6 +256,8 @@ class _Workspace:
         self.refcount = np.zeros(cap, dtype=np.int64)
         self.free_slots = np.zeros(cap, dtype=np.int64)
         self.free_slots[:cap - sk.FIRST_FREE_SLOT] = np.arange(cap - 1, sk.FIRST_FREE_SLOT - 1, -1)
+        self.memo_point = np.full(cap, -1, dtype=np.int64)
+        self.memo_value = np.zeros(cap)
 
         kcap = self.INITIAL["clusters"]
         M = self.INITIAL["states"]
@@ -295,7 +297,7 @@ class _Workspace:
         return cap
 
     def resume(self):
-        pool = (self.refcount, self.free_slots, self.counters)
+        pool = (self.refcount, self.free_slots, self.counters, self.memo_point, self.memo_value)
         states = (self.s_int, self.s_float, self.s_slots, self.free_states)
         queue = (self.heap, self.e_int, self.e_float, self.free_entries)
         path = (self.node_parent, self.node_choice)
@@ -310,6 +312,8 @@ class _Workspace:
             cap = self._capacity(2 * old)
             self.table = tuple(_enlarge(a, cap) if s else a for a, s in zip(self.table, self.per_slot))
             self.refcount = _enlarge(self.refcount, cap, fill=0)
+            self.memo_point = _enlarge(self.memo_point, cap, fill=-1)
+            self.memo_value = _enlarge(self.memo_value, cap, fill=0.0)
             self.free_slots = _push_ids(self.free_slots, c, sk.C_FREE_SLOTS, old, cap)
         elif status == sk.NEED_STATES:
             old = self.s_int.shape[0]
