@@ -33,8 +33,9 @@ import functools
 import math
 
 import numpy as np
-from numba import literal_unroll, njit, typeof
-from numba.extending import overload
+from numba import literal_unroll, njit
+
+from ._dispatch import k_add, k_logpred, k_remove
 
 # ---- layout of the integer work arrays -----------------------------------------------------
 #: counters (one int64 array shared by Python and the loop)
@@ -320,71 +321,8 @@ def esf_bound_decoupled(hist, K, N, R, log_alpha, lgam, const, G, cnt):
     return const + best
 
 
-# ---- the family kernels, reached through a registry keyed by numba types ---------------------
-#
-# A closure over a jitted function can never be cached by numba (the function pickles with a
-# per-process id, and closures are cached under a hash of what they capture), so the search
-# code does not capture the family kernels: it calls the stubs below, which numba resolves at
-# compile time from the types of (table, hyper, data). Those types tell the three families
-# apart; ``register_kernels`` refuses two families it could not tell apart.
-
-_KERNELS = {}
-
-
-def register_kernels(kernels, table, hyper, data):
-    """Make ``kernels`` (a family's ``CollapsedKernels``) the ones the compiled search uses
-    for arguments of the types of ``table``, ``hyper`` and ``data``."""
-    key = (typeof(table), typeof(hyper), typeof(data))
-    known = _KERNELS.setdefault(key, kernels)
-    if known is not kernels:
-        raise TypeError("two families with identical kernel argument types cannot share the compiled search: "
-                        f"{key}")
-
-
-def _kernel(table, hyper, data, which):
-    kernels = _KERNELS.get((table, hyper, data))
-    if kernels is None:
-        raise TypeError(f"no family kernels registered for table {table}, hyper {hyper}, data {data}")
-    return getattr(kernels, which)
-
-
-def k_add(table, hyper, data, i, k):
-    """Put point ``i`` into slot ``k`` (the family's ``add``)."""
-
-
-def k_remove(table, hyper, data, i, k):
-    """Take point ``i`` out of slot ``k`` (the family's ``remove``)."""
-
-
-def k_logpred(table, hyper, data, i, k):
-    """log p(x_i | slot k) (the family's ``logpred``)."""
-
-
-@overload(k_add)
-def _ol_add(table, hyper, data, i, k):
-    add = _kernel(table, hyper, data, "add")
-
-    def impl(table, hyper, data, i, k):
-        add(table, hyper, data, i, k)
-    return impl
-
-
-@overload(k_remove)
-def _ol_remove(table, hyper, data, i, k):
-    remove = _kernel(table, hyper, data, "remove")
-
-    def impl(table, hyper, data, i, k):
-        remove(table, hyper, data, i, k)
-    return impl
-
-
-@overload(k_logpred)
-def _ol_logpred(table, hyper, data, i, k):
-    logpred = _kernel(table, hyper, data, "logpred")
-
-    def impl(table, hyper, data, i, k):
-        return logpred(table, hyper, data, i, k)
-    return impl
+# The family kernels are reached through ``algorithms._dispatch`` (k_add, k_remove, k_logpred),
+# so that this loop is cached on disk like any other jitted function.
 
 
 # ---- the search loop ----------------------------------------------------------------------------
@@ -621,7 +559,7 @@ def new_state(table, hyper, data, parent, choice, dchild, states, pool, path):
 def search_loop(fingerprint: int):
     """The compiled search loop for the family whose kernel sources hash to ``fingerprint``.
 
-    The loop reaches the kernels through :func:`register_kernels` (register them first); the
+    The loop reaches the kernels through ``algorithms._dispatch`` (register them first); the
     fingerprint only makes it part of numba's cache key, so that editing a family's kernels
     recompiles the search instead of loading a stale binary.
 

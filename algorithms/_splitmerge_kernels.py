@@ -37,6 +37,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from . import _dispatch as dispatch
+from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
 from .constraints import Interval, Option
 from .gibbs import CollapsedGibbs, GibbsState
 from .partitions import compact
@@ -64,9 +66,9 @@ def _choose(w0, w1, u, forced):
     return k, (lp0 if k == 0 else w1 - lse)
 
 
-@functools.cache
 def move_kernels(kernels):
-    """Compiled loops of the split-merge moves for one family's collapsed kernels.
+    """Compiled loops of the split-merge moves for one family's collapsed kernels (register
+    the kernels for the argument types first: ``algorithms._dispatch.register``).
 
     Returns ``(fill, allocate, scan, absorb)``; all take the family's ``data``/``hyper``
     tuples, a kernel ``table`` whose slots ``GROUP_I``, ``GROUP_J`` hold the two groups
@@ -92,47 +94,69 @@ def move_kernels(kernels):
         (drawn, or forced to ``target``). The anchors never move, so neither group
         empties. Updates ``part`` and ``table``; returns the log probability of the choices.
     """
-    add, remove, logpred, undo_remove = kernels
+    return _move_kernels(dispatch.fingerprint(kernels))
 
-    @njit  # a closure over jitted kernels never hits the disk cache
+
+@njit(inline="always")
+def _fill(data, hyper, table, idx, part, marginals):
+    l0 = 0.0
+    l1 = 0.0
+    for t in range(idx.shape[0]):
+        x = idx[t]
+        k = part[t]
+        if marginals:
+            lp = k_logpred(table, hyper, data, x, k)
+            if k == GROUP_I:
+                l0 += lp
+            else:
+                l1 += lp
+        k_add(table, hyper, data, x, k)
+    return l0, l1
+
+
+@njit(inline="always")
+def _absorb(data, hyper, table, idx, part, l0, l1):
+    # the union's marginal costs one pass over the smaller group only
+    small = GROUP_J if table[0][GROUP_J] <= table[0][GROUP_I] else GROUP_I
+    big = GROUP_I + GROUP_J - small
+    l_union = l0 if big == GROUP_I else l1
+    for t in range(idx.shape[0]):
+        if part[t] == small:
+            l_union += k_logpred(table, hyper, data, idx[t], big)
+            k_add(table, hyper, data, idx[t], big)
+    return l_union
+
+
+@functools.cache
+def _move_kernels(fingerprint):
+    # Each loop tests ``fingerprint`` so that it is captured, which ties the cached binary
+    # to the family kernels' source; the loops capture nothing else (a captured jitted
+    # function would keep them out of numba's disk cache).
+    @njit(cache=True)
     def fill(data, hyper, table, idx, part, marginals):
-        l0 = 0.0
-        l1 = 0.0
-        for t in range(idx.shape[0]):
-            x = idx[t]
-            k = part[t]
-            if marginals:
-                lp = logpred(table, hyper, data, x, k)
-                if k == GROUP_I:
-                    l0 += lp
-                else:
-                    l1 += lp
-            add(table, hyper, data, x, k)
-        return l0, l1
+        if fingerprint == -1:  # never true
+            return -1.0, -1.0
+        return _fill(data, hyper, table, idx, part, marginals)
 
-    @njit  # a closure over jitted kernels never hits the disk cache
+    @njit(cache=True)
     def absorb(data, hyper, table, idx, part, l0, l1):
-        # the union's marginal costs one pass over the smaller group only
-        small = GROUP_J if table[0][GROUP_J] <= table[0][GROUP_I] else GROUP_I
-        big = GROUP_I + GROUP_J - small
-        l_union = l0 if big == GROUP_I else l1
-        for t in range(idx.shape[0]):
-            if part[t] == small:
-                l_union += logpred(table, hyper, data, idx[t], big)
-                add(table, hyper, data, idx[t], big)
-        return l_union
+        if fingerprint == -1:  # never true
+            return -1.0
+        return _absorb(data, hyper, table, idx, part, l0, l1)
 
-    @njit  # a closure over jitted kernels never hits the disk cache
+    @njit(cache=True)
     def allocate(data, hyper, table, idx, part, uniforms, force):
+        if fingerprint == -1:  # never true
+            return -1.0, -1.0, -1.0, -1.0
         counts = table[0]
         part[0] = GROUP_I
         part[1] = GROUP_J
-        l0, l1 = fill(data, hyper, table, idx[:2], part[:2], True)
+        l0, l1 = _fill(data, hyper, table, idx[:2], part[:2], True)
         log_q = 0.0
         for t in range(2, idx.shape[0]):
             x = idx[t]
-            p0 = logpred(table, hyper, data, x, GROUP_I)
-            p1 = logpred(table, hyper, data, x, GROUP_J)
+            p0 = k_logpred(table, hyper, data, x, GROUP_I)
+            p1 = k_logpred(table, hyper, data, x, GROUP_J)
             k, lp = _choose(math.log(counts[GROUP_I]) + p0, math.log(counts[GROUP_J]) + p1,
                             uniforms[t], part[t] if force else -1)
             part[t] = k
@@ -141,25 +165,27 @@ def move_kernels(kernels):
                 l0 += p0
             else:
                 l1 += p1
-            add(table, hyper, data, x, k)
-        return log_q, l0, l1, absorb(data, hyper, table, idx, part, l0, l1)
+            k_add(table, hyper, data, x, k)
+        return log_q, l0, l1, _absorb(data, hyper, table, idx, part, l0, l1)
 
-    @njit  # a closure over jitted kernels never hits the disk cache
+    @njit(cache=True)
     def scan(data, hyper, table, idx, part, uniforms, target, force):
+        if fingerprint == -1:  # never true
+            return -1.0
         counts = table[0]
         log_q = 0.0
         for t in range(2, idx.shape[0]):
             x = idx[t]
             old = part[t]
-            remove(table, hyper, data, x, old)
-            w0 = math.log(counts[GROUP_I]) + logpred(table, hyper, data, x, GROUP_I)
-            w1 = math.log(counts[GROUP_J]) + logpred(table, hyper, data, x, GROUP_J)
+            k_remove(table, hyper, data, x, old)
+            w0 = math.log(counts[GROUP_I]) + k_logpred(table, hyper, data, x, GROUP_I)
+            w1 = math.log(counts[GROUP_J]) + k_logpred(table, hyper, data, x, GROUP_J)
             k, lp = _choose(w0, w1, uniforms[t], target[t] if force else -1)
             log_q += lp
             if k == old:
-                undo_remove(table, hyper, data, x, old)
+                k_undo_remove(table, hyper, data, x, old)
             else:
-                add(table, hyper, data, x, k)
+                k_add(table, hyper, data, x, k)
                 part[t] = k
         return log_q
 
@@ -187,6 +213,7 @@ class MoveContext:
         N = family.n_points(X)
         # every slot but PARK empty; each move starts from a copy
         self.template = family.kernel_table(X, np.full(N, PARK, dtype=np.int64), PARK + 1)
+        dispatch.register(family.kernels, self.template, self.hyper, self.kdata)
         self.fill, self.allocate, self.scan, self.absorb = move_kernels(family.kernels)
 
     def empty_table(self) -> tuple:

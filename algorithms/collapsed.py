@@ -1,8 +1,8 @@
 """Collapsed single-site moves shared by every collapsed sampler, generic over families.
 
 The family supplies ``add``/``remove``/``logpred`` numba kernels (see
-:class:`algorithms.families.CollapsedKernels`); :func:`collapsed_sweep` binds them into one
-compiled sweep (numba specialises the closure per family).
+:class:`algorithms.families.CollapsedKernels`); the compiled sweep reaches them through
+``algorithms._dispatch``, so numba specialises it per family and caches it on disk.
 """
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ import math
 import numpy as np
 from numba import njit
 
+from . import _dispatch as dispatch
+from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
 from ._numerics import sample_log_weights
 
 
-@functools.cache
 def collapsed_sweep(kernels):
-    """Compiled Neal (2000) Algorithm-3 sweep for one family's kernels.
+    """Compiled Neal (2000) Algorithm-3 sweep for one family's kernels (register the
+    kernels for the argument types first: ``algorithms._dispatch.register``).
 
     ``sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw)``
     visits ``order[start:]``; for each point it removes it from its cluster, weighs every
@@ -26,64 +28,79 @@ def collapsed_sweep(kernels):
     point back where it was and returns its position so the caller can enlarge the table;
     otherwise it returns ``len(order)``.
     """
-    add, remove, logpred, undo_remove = kernels
+    return _sweep(dispatch.fingerprint(kernels))
 
-    @njit(nogil=True)  # a closure over jitted kernels never hits the disk cache
+
+@functools.cache
+def _sweep(fingerprint):
+    @njit(nogil=True, cache=True)
     def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw):
+        if fingerprint == -1:  # never true: ties the cached binary to the kernels' source
+            return -1
         counts = table[0]
         C = counts.shape[0]
         for t in range(start, order.shape[0]):
             i = order[t]
             old = labels[i]
-            remove(table, hyper, data, i, old)
+            k_remove(table, hyper, data, i, old)
             free = -1
             for k in range(C):
                 if counts[k] > 0:
-                    logw[k] = math.log(counts[k]) + logpred(table, hyper, data, i, k)
+                    logw[k] = math.log(counts[k]) + k_logpred(table, hyper, data, i, k)
                 else:
                     logw[k] = -np.inf
                     if free < 0:
                         free = k
             if free < 0:
-                undo_remove(table, hyper, data, i, old)
+                k_undo_remove(table, hyper, data, i, old)
                 return t
             logw[free] = log_alpha + log_prior_pred[i]
             new = sample_log_weights(logw, C, uniforms[t])
             if new == old:  # the common case once clusters have settled
-                undo_remove(table, hyper, data, i, old)
+                k_undo_remove(table, hyper, data, i, old)
             else:
-                add(table, hyper, data, i, new)
+                k_add(table, hyper, data, i, new)
                 labels[i] = new
         return order.shape[0]
 
     return sweep
 
 
-@functools.cache
 def conditional_logweights(kernels):
-    """Compiled helper returning the log weights the sweep would use for point ``i``
-    (removed from its cluster first, then put back): exposes the kernel's conditional for
-    the exact transition-matrix tests. The weighing loop repeats the sweep's on purpose:
-    factoring it into a shared jitted function measured 15-70% slower sweeps."""
-    add, remove, logpred, undo_remove = kernels
+    """A function returning the log weights the sweep would use for point ``i`` (removed
+    from its cluster first, then put back): exposes the kernel's conditional for the exact
+    transition-matrix tests. Same arguments as the compiled helper below."""
+    compiled = _weights(dispatch.fingerprint(kernels))
 
-    @njit  # a closure over jitted kernels never hits the disk cache
     def weights(data, hyper, table, labels, i, log_alpha, log_prior_pred, logw):
+        dispatch.register(kernels, table, hyper, data)
+        return compiled(data, hyper, table, labels, i, log_alpha, log_prior_pred, logw)
+    return weights
+
+
+@functools.cache
+def _weights(fingerprint):
+    """The weighing loop repeats the sweep's on purpose: factoring it into a shared jitted
+    function measured 15-70% slower sweeps."""
+    @njit(cache=True)
+    def weights(data, hyper, table, labels, i, log_alpha, log_prior_pred, logw):
+        if fingerprint == -1:  # never true: ties the cached binary to the kernels' source
+            return -2
         counts = table[0]
         C = counts.shape[0]
         old = labels[i]
-        remove(table, hyper, data, i, old)
+        k_remove(table, hyper, data, i, old)
         free = -1
         for k in range(C):
             if counts[k] > 0:
-                logw[k] = math.log(counts[k]) + logpred(table, hyper, data, i, k)
+                logw[k] = math.log(counts[k]) + k_logpred(table, hyper, data, i, k)
             else:
                 logw[k] = -np.inf
                 if free < 0:
                     free = k
         if free >= 0:
             logw[free] = log_alpha + log_prior_pred[i]
-        undo_remove(table, hyper, data, i, old)
+        k_undo_remove(table, hyper, data, i, old)
         return free
 
     return weights
@@ -98,6 +115,7 @@ def run_sweep(family, X, kdata, labels, order, uniforms, log_alpha, log_prior_pr
     sweep = collapsed_sweep(family.kernels)
     hyper = family.kernel_hyper()
     table = family.kernel_table(X, labels, capacity)
+    dispatch.register(family.kernels, table, hyper, kdata)
     logw = np.empty(capacity)
     pos = 0
     while True:

@@ -31,18 +31,15 @@ The compiled loop and the data structures are described in :mod:`algorithms._sea
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import inspect
 import math
 import numbers
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy.special import gammaln
 
+from . import _dispatch as dispatch
 from . import _search_kernels as sk
 from .base import Sampler, State
 from .collapsed import prior_predictive
@@ -224,7 +221,7 @@ class _Workspace:
         self.N = N
         self.data = family.kernel_data(Xo)
         self.hyper = family.kernel_hyper()
-        self.run = sk.search_loop(_kernel_fingerprint(family.kernels))
+        self.run = sk.search_loop(dispatch.fingerprint(family.kernels))
         log_alpha = math.log(alpha)
         lgam = np.full(N + 2, np.inf)
         lgam[1:] = gammaln(np.arange(1, N + 2))
@@ -251,7 +248,7 @@ class _Workspace:
         cap = self._capacity(self.INITIAL["slots"])
         table = tuple(_enlarge(a, cap) if s else a for a, s in zip(table, self.per_slot))
         sk.copy_slot(table, 1, sk.TEMPLATE)
-        _register(family.kernels, table, self.hyper, self.data)
+        dispatch.register(family.kernels, table, self.hyper, self.data)
         self.table = table
         self.refcount = np.zeros(cap, dtype=np.int64)
         self.free_slots = np.zeros(cap, dtype=np.int64)
@@ -363,27 +360,6 @@ def _per_slot_arrays(family, X) -> tuple[bool, ...]:
 
 
 _PER_SLOT: dict = {}
-_REGISTERED: set = set()
-
-
-def _register(kernels, table, hyper, data):
-    """Register the family kernels for the compiled loop (see ``register_kernels``), skipping
-    numba's type inference when this layout of arguments was registered before."""
-    layout = (kernels,) + tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) if isinstance(a, np.ndarray)
-                                else type(a) for a in (*table, *hyper, *data))
-    if layout not in _REGISTERED:
-        sk.register_kernels(kernels, table, hyper, data)
-        _REGISTERED.add(layout)
-
-
-@functools.cache
-def _kernel_fingerprint(kernels) -> int:
-    """Hash of the source files defining a family's kernels (see ``search_loop``)."""
-    digest = hashlib.sha256()
-    for path in sorted({inspect.getsourcefile(k.py_func) for k in kernels}):
-        digest.update(path.encode())
-        digest.update(Path(path).read_bytes())
-    return int.from_bytes(digest.digest()[:7], "little")
 
 
 def _enlarge(a, n, fill=None):
