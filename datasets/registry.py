@@ -8,12 +8,15 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from . import digits, mnist10k, reuters, synth_chang2013, synth_multinomial, synth_wang2017
+from . import ap, fashion_mnist, mnist70k, nyt, uci_bow, wikipedia
 from .base import Builder
 
 #: base name -> builder (read-only)
 REGISTRY = MappingProxyType({
     b.name: b for b in (synth_chang2013.BUILDER, synth_wang2017.BUILDER, digits.BUILDER, synth_multinomial.BUILDER,
-                        mnist10k.BUILDER, reuters.BUILDER)
+                        mnist10k.BUILDER, reuters.BUILDER,
+                        fashion_mnist.BUILDER, wikipedia.BUILDER, nyt.BUILDER,
+                        mnist70k.BUILDER, ap.BUILDER, *uci_bow.BUILDERS)
 })
 
 

@@ -41,7 +41,8 @@ def loaded():
 
 def test_available_lists_the_local_and_the_fetched_sets():
     assert datasets.available() == ["synth-chang2013", "synth-wang2017", "digits", "synth-multinomial",
-                                    "mnist10k", "reuters"]
+                                    "mnist10k", "reuters", "fashion-mnist", "wikipedia", "nyt",
+                                    "mnist70k", "ap", "uci-enron", "uci-nytimes"]
 
 
 @pytest.mark.parametrize("name", SMALL)
@@ -212,3 +213,48 @@ def test_describe_does_not_generate(monkeypatch):
     assert datasets.describe("digits?pca=7")["dim"] == 7
     with pytest.raises(AssertionError):
         datasets.load("digits")
+
+
+# ---- the fetched datasets: names, parameters and metadata without any download ----------------
+FETCHED = ["mnist10k", "reuters", "fashion-mnist", "wikipedia", "nyt", "mnist70k", "ap", "uci-enron", "uci-nytimes"]
+
+
+@pytest.mark.parametrize("name", FETCHED)
+def test_fetched_datasets_describe_without_downloading(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPMMBENCH_DATA", str(tmp_path / "empty"))
+    meta = datasets.describe(name)
+    assert list(meta) == list(META_KEYS) and meta["n"] > 0 and meta["dim"] > 0
+    assert "sha256" in meta["source"]  # every fetched source is verified
+    assert datasets.registry.REGISTRY[name].fetch is not None
+    assert not (tmp_path / "empty").exists()
+
+
+def test_fashion_mnist_is_labelled_a_substitute_never_mnist():
+    meta = datasets.describe("fashion-mnist")
+    assert meta["substitute"] is True
+    assert meta["description"].startswith("Fashion-MNIST (substitute for MNIST)")
+    assert "not MNIST" in meta["description"]
+    assert (meta["n"], meta["dim"]) == (70_000, 50)
+    assert datasets.describe("fashion-mnist?n=12000&pca=0")["dim"] == 784
+    assert datasets.describe("mnist70k")["substitute"] is False  # the real one, when the user has it
+
+
+@pytest.mark.parametrize("name, dim", [("wikipedia", 6130), ("wikipedia?drop_top=10&vocab=1000", 1000),
+                                       ("nyt?drop_top=3000", 12), ("nyt?drop_top=10&vocab=3005", 3002),
+                                       ("ap?vocab=2000", 2000), ("uci-enron?drop_top=100", 28002)])
+def test_text_dims_follow_the_pruning(name, dim):
+    assert datasets.describe(name)["dim"] == dim
+
+
+@pytest.mark.parametrize("name, culprit, listed", [
+    ("fashion-mnist?n=70001", "'n'", "[10, 70000]"),
+    ("fashion-mnist?pca=785", "'pca'", "[0, 784]"),
+    ("fashion-mnist?vocab=3", "'vocab'", "seed"),
+    ("wikipedia?vocab=6131", "'vocab'", "drop_top"),
+    ("nyt?drop_top=3012", "'drop_top'", "[0, 3011]"),
+    ("mnist70k?seed=-1", "'seed'", ">= 0"),
+])
+def test_bad_fetched_dataset_names(name, culprit, listed):
+    with pytest.raises(ValueError) as info:
+        datasets.describe(name)
+    assert culprit in str(info.value) and listed in str(info.value)
