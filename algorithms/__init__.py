@@ -23,6 +23,7 @@ _REGISTRY = MappingProxyType({
     "gibbs-splitmerge": "algorithms.splitmerge:GibbsSplitMerge",
     "gibbs-supercluster": "algorithms.supercluster:SuperclusterGibbs",
     "search": "algorithms.search:BeamSearch",
+    "slice-mr": "algorithms.slice_mr:SliceMapReduce",
     "subc": "algorithms.subcluster:SubClusters",
     "subc-supc": "algorithms.subcluster:SubClustersSuper",
     "subc-supc-approx": "algorithms.subcluster:SubClustersSuperApprox",

@@ -57,6 +57,9 @@ class Sampler(ABC):
     name: ClassVar[str]
     exact: ClassVar[bool]
     options: ClassVar[dict[str, Option]] = {}
+    #: runs its map steps on an execution backend (:mod:`algorithms.backends`); the others
+    #: compute in-process and refuse one
+    supports_backend: ClassVar[bool] = False
 
     def __init__(self, family: Family, alpha: float = 1.0, seed: int = 0, backend=None, **options):
         if not isinstance(family, Family):
@@ -67,8 +70,16 @@ class Sampler(ABC):
             raise ValueError(f"alpha must be > 0, got {alpha}")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        if backend is not None:
+        if self.supports_backend:
+            from .backends import Backend, SerialBackend  # late: the backends import this module
+
+            if backend is None:
+                backend = SerialBackend()
+            elif not isinstance(backend, Backend):
+                raise TypeError(f"backend must be an algorithms.backends.Backend, got {type(backend).__name__}")
+        elif backend is not None:
             raise ValueError(f"{self.name!r} runs in-process only; backend={backend!r} is not supported")
+        self.backend = backend
         self.family = family
         self.alpha = float(alpha)
         self.seed = int(seed)

@@ -1,0 +1,310 @@
+"""The execution-layer contract shared by the serial and the Dask backends.
+
+A sharded sampler splits the data into contiguous blocks ("shards"). Each shard holds its rows
+of ``X``, the labels of those rows and its own random generator, and stays where it was
+created for the whole run. One iteration sends every shard the small global state (a
+*payload*) and runs a pure *map function* on it; the function updates the shard's labels and
+generator and returns a small *result* (counts and sufficient statistics) to the master.
+
+Map functions have the signature ``fn(shard, payload) -> result``. They receive a private
+copy of the shard's mutable part (labels, generator; the rows of ``X`` are shared and
+read-only) and may update it in place. The shard they were given is never modified, so a
+step can be re-run from its input and gives the same result; this is what lets Dask
+recompute a lost shard from its lineage.
+
+Communication is counted at the algorithm level, by serialising what crosses the wire:
+every payload (with the reference to its map function) once per shard it is sent to, every
+result once, one message each way per shard and iteration, and at creation the rows, labels
+and seed of every shard. Sizes are those of pickle protocol 5 with out-of-band buffers, which
+is how ``distributed`` ships task arguments (:func:`wire_size`); protocol framing is not
+included. Gathering the labels for scoring is instrumentation, not part of an algorithm, and
+is not counted.
+"""
+from __future__ import annotations
+
+import pickle
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..base import State
+
+
+def wire_size(obj) -> int:
+    """Bytes ``obj`` occupies when serialised to cross the wire.
+
+    Pickle protocol 5 with out-of-band buffers: the pickle stream plus the raw bytes of
+    every buffer (numpy arrays travel as such buffers). This is what
+    ``distributed.protocol.pickle.dumps`` produces for plain data such as arrays, numbers
+    and NamedTuples.
+
+    Parameters
+    ----------
+    obj : object
+        Anything picklable.
+
+    Returns
+    -------
+    int
+    """
+    buffers = []
+    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    return len(head) + sum(b.raw().nbytes for b in buffers)
+
+
+def split_offsets(n_points: int, n_shards: int) -> np.ndarray:
+    """Start of each contiguous shard and the end, ``(n_shards + 1,)``: sizes differ by at
+    most one point (the first ``n_points % n_shards`` shards get the extra ones)."""
+    return np.array([i * n_points // n_shards for i in range(n_shards + 1)], dtype=np.int64)
+
+
+def shard_seeds(seed: int, n_shards: int) -> list[np.random.SeedSequence]:
+    """One independent seed sequence per shard, spawned from the run's seed.
+
+    The master's generator is ``default_rng(seed)`` itself; spawned children are independent
+    of it, so the whole run is reproducible from ``(seed, n_shards)``.
+    """
+    return np.random.SeedSequence(seed).spawn(n_shards)
+
+
+@dataclass(eq=False)
+class Shard:
+    """One block of contiguous rows and the chain's state on it.
+
+    Attributes
+    ----------
+    index : position of the shard (0 .. n_shards - 1)
+    offset : row of ``X`` where the shard starts
+    X : the shard's rows (read-only; shared by every version of the shard)
+    labels : (n,) int64 labels of the rows
+    rng : the shard's own generator
+    static : per-run constants the map functions read (e.g. ``{"family": family}``)
+    out : the result of the last map function
+    """
+
+    index: int
+    offset: int
+    X: Any
+    labels: np.ndarray
+    rng: np.random.Generator
+    static: Any
+    out: Any = None
+
+
+def make_shard(index: int, offset: int, X, labels, seed: np.random.SeedSequence, static) -> Shard:
+    """Create a shard (runs where the shard will live; on Dask, as a task)."""
+    return Shard(index, offset, X, np.array(labels, dtype=np.int64), np.random.default_rng(seed), static)
+
+
+def _copy_generator(rng: np.random.Generator) -> np.random.Generator:
+    bit_generator = type(rng.bit_generator)()
+    bit_generator.state = rng.bit_generator.state
+    return np.random.Generator(bit_generator)
+
+
+def run_on_shard(fn: Callable, shard: Shard, payload) -> Shard:
+    """The next version of ``shard`` after map function ``fn``; ``shard`` itself is untouched."""
+    new = Shard(shard.index, shard.offset, shard.X, shard.labels.copy(), _copy_generator(shard.rng), shard.static)
+    new.out = fn(new, payload)
+    return new
+
+
+def shard_output(shard: Shard):
+    """The result of the last map function run on ``shard``."""
+    return shard.out
+
+
+def shard_labels(shard: Shard) -> np.ndarray:
+    return shard.labels
+
+
+class Comm:
+    """Running totals of the communication of one shard group."""
+
+    __slots__ = ("bytes_received", "bytes_sent", "messages")
+
+    def __init__(self):
+        self.bytes_sent = self.bytes_received = self.messages = 0
+
+    def as_dict(self) -> dict:
+        return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received, "messages": self.messages}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A map function submitted to one shard; ``handle`` is backend-specific."""
+
+    index: int
+    handle: Any
+
+
+class ShardGroup(ABC):
+    """The resident shards of one chain and the operations on them.
+
+    The synchronous schedule is :meth:`map` (a barrier). :meth:`submit` plus
+    :meth:`as_completed` are the pieces an asynchronous schedule is built from: a shard's
+    successive map functions run in submission order, whatever the others do.
+    """
+
+    def __init__(self, offsets: np.ndarray):
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self._comm = Comm()
+        self._labels = None
+
+    @property
+    def n_shards(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Number of points of every shard."""
+        return np.diff(self.offsets)
+
+    # ---- communication counters ------------------------------------------------------
+    def _count_sent(self, n_bytes: int, messages: int = 1):
+        self._comm.bytes_sent += int(n_bytes)
+        self._comm.messages += messages
+
+    def _count_received(self, n_bytes: int, messages: int = 1):
+        self._comm.bytes_received += int(n_bytes)
+        self._comm.messages += messages
+
+    def take_comm(self) -> dict:
+        """``{"bytes_sent", "bytes_received", "messages"}`` since the last call; resets them."""
+        out = self._comm.as_dict()
+        self._comm = Comm()
+        return out
+
+    # ---- the map -----------------------------------------------------------------------
+    def submit(self, index: int, fn: Callable, payload, size: int | None = None) -> Pending:
+        """Run ``fn(shard, payload)`` on shard ``index`` (in the background on Dask, right
+        away in-process); collect the result with :meth:`results` or :meth:`as_completed`.
+
+        ``size`` is the serialised size of ``(fn, payload)`` when the caller already knows it
+        (a broadcast sends the same payload to every shard).
+        """
+        if not 0 <= index < self.n_shards:
+            raise ValueError(f"shard index must be in 0..{self.n_shards - 1}, got {index}")
+        self._count_sent(wire_size((fn, payload)) if size is None else size)
+        self._labels = None
+        return Pending(index, self._submit(index, fn, payload))
+
+    def results(self, pending: list[Pending]) -> list:
+        """Wait for every submitted map function; their results in the order given."""
+        out = self._results(pending)
+        for r in out:
+            self._count_received(wire_size(r))
+        return out
+
+    def as_completed(self, pending: list[Pending]) -> Iterator[tuple[int, Any]]:
+        """``(shard index, result)`` of each submitted map function as soon as it finishes."""
+        for index, r in self._as_completed(pending):
+            self._count_received(wire_size(r))
+            yield index, r
+
+    def map(self, fn: Callable, payload) -> list:
+        """Synchronous step: ``fn(shard, payload)`` on every shard; results in shard order."""
+        size = wire_size((fn, payload))
+        return self.results([self.submit(i, fn, payload, size) for i in range(self.n_shards)])
+
+    def gather_labels(self) -> np.ndarray:
+        """The full (N,) label vector in the original order of the points (cached until the
+        next map; not counted as communication)."""
+        if self._labels is None:
+            parts = self._gather_labels()
+            self._labels = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        return self._labels
+
+    def close(self):
+        """Release the shards."""
+
+    # ---- what each backend implements --------------------------------------------------
+    @abstractmethod
+    def _submit(self, index: int, fn: Callable, payload):
+        ...
+
+    @abstractmethod
+    def _results(self, pending: list[Pending]) -> list:
+        ...
+
+    @abstractmethod
+    def _as_completed(self, pending: list[Pending]) -> Iterator[tuple[int, Any]]:
+        ...
+
+    @abstractmethod
+    def _gather_labels(self) -> list[np.ndarray]:
+        ...
+
+
+class Backend(ABC):
+    """Where the shards of a sampler live and its map functions run.
+
+    A backend is a handle to execution resources, shared by every chain built on it (a
+    copy of a sampler shares its backend). Each chain gets its own :class:`ShardGroup`.
+    """
+
+    n_shards: int
+
+    def distribute(self, X, labels, seed: int, static=None, n_points: int | None = None) -> ShardGroup:
+        """Split ``X`` and ``labels`` into contiguous shards and create them.
+
+        Parameters
+        ----------
+        X : (N, D) array or CSR matrix
+            Validated data; shard ``i`` gets rows ``offsets[i]:offsets[i+1]``.
+        labels : (N,) int array
+            Initial labels.
+        seed : int
+            The run's seed; shard generators are spawned from it (:func:`shard_seeds`).
+        static : object, optional
+            Per-run constants every map function may read (``shard.static``).
+        n_points : int, optional
+            N, if ``len(X)`` is not it.
+
+        Returns
+        -------
+        ShardGroup
+            Its communication counters hold the cost of creating the shards.
+        """
+        N = X.shape[0] if n_points is None else n_points
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.shape != (N,):
+            raise ValueError(f"labels must have shape ({N},), got {labels.shape}")
+        offsets = split_offsets(N, self.n_shards)
+        seeds = shard_seeds(seed, self.n_shards)
+        specs = [(i, int(offsets[i]), X[offsets[i]:offsets[i + 1]], labels[offsets[i]:offsets[i + 1]], seeds[i],
+                  static) for i in range(self.n_shards)]
+        group = self._create(offsets, specs)
+        for spec in specs:
+            group._count_sent(wire_size((make_shard,) + spec))
+        return group
+
+    @abstractmethod
+    def _create(self, offsets: np.ndarray, specs: list[tuple]) -> ShardGroup:
+        """Create one shard per ``make_shard(*spec)``."""
+
+    def describe(self) -> str:
+        return repr(self)
+
+
+class ShardedState(State):
+    """State of a sampler whose labels live on shards.
+
+    ``labels`` gathers them from the shards on first access after a step: the driver reads
+    them only to score, between steps and off the sampler's clock, so the gather is never
+    part of an iteration's time or traffic.
+    """
+
+    def __init__(self, X, shards: ShardGroup, rng: np.random.Generator, iteration: int = 0, info=None):
+        self.X = X
+        self.shards = shards
+        self.rng = rng
+        self.iteration = iteration
+        self.info = {} if info is None else info
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.shards.gather_labels()
