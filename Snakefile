@@ -13,9 +13,12 @@ PYTHON = sys.executable  # the interpreter that runs Snakemake has the package i
 
 
 include: "workflows/common.smk"
+include: "workflows/data.smk"
 include: "workflows/run.smk"
+include: "workflows/report.smk"
 
 
 rule all:
     input:
         "results/summary.csv",
+        "results/report/index.html",

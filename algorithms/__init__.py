@@ -17,6 +17,11 @@ from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCov
 
 #: registry name -> "module:Class" (imported on first use)
 _REGISTRY = MappingProxyType({
+    "auxvar": "algorithms.auxvar:AuxiliaryVariable",
+    "cons-async": "algorithms.consolidation:AsyncConsolidation",
+    "cons-hung": "algorithms.consolidation:HungarianConsolidation",
+    "cons-pooled": "algorithms.consolidation:PooledConsolidation",
+    "cons-prog": "algorithms.consolidation:ProgressiveConsolidation",
     "fsd": "algorithms.fsd:FiniteSymmetricDirichlet",
     "gibbs": "algorithms.gibbs:CollapsedGibbs",
     "gibbs-sams": "algorithms.sams:GibbsSAMS",

@@ -91,12 +91,23 @@ def sample_labels_keeping_clusters(family, X, params, log_weights, labels, rng) 
         return new, False
     out = np.array(labels, dtype=np.int64, copy=True)
     counts = np.bincount(out, minlength=K).astype(np.int64)
-    uniforms = rng.random(N)
-    block = int(np.clip(2 ** 19 // max(K, 1), 256, 16384))
+    sweep_keeping_clusters(family, X, params, log_weights, out, counts, rng.random(N))
+    return out, True
+
+
+def sweep_keeping_clusters(family, X, params, log_weights, labels, counts, uniforms):
+    """The sequential branch of :func:`sample_labels_keeping_clusters`: restricted Gibbs over
+    the rows of ``X`` in order, a point that is the last member of its cluster staying put.
+
+    ``labels`` (int64, contiguous) and ``counts`` (int64 sizes of every cluster, over all
+    points, not only these rows) are updated in place, so the rows of a large set can be
+    swept block after block, or shard after shard, passing ``counts`` on.
+    """
+    N = family.n_points(X)
+    block = int(np.clip(2 ** 19 // max(len(log_weights), 1), 256, 16384))
     for a in range(0, N, block):
         b = min(a + block, N)
-        _sweep_keeping_clusters(family.loglik(X[a:b], params), log_weights, uniforms[a:b], out[a:b], counts)
-    return out, True
+        _sweep_keeping_clusters(family.loglik(X[a:b], params), log_weights, uniforms[a:b], labels[a:b], counts)
 
 
 def _sample_sub_rows(sub_loglik, sub_log_weights, labels, uniforms, out):

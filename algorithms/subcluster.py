@@ -28,20 +28,40 @@ Measured deviations from exactness (the enumeration harness, N = 6) and what was
   leaves the chain with too many clusters (TV 0.18 on the 2-D NIW problem; with sub-cluster
   splits switched off the same chain matches the posterior). Chang & Fisher argue the
   effect vanishes as burnt-in sub-clusters concentrate on one split, so ``exact = False``.
+
+Across workers (``subc`` with a backend, the way DPMMSubClusters.jl spreads it): the points,
+their labels and sub-labels stay on the shards; the master keeps the sub-cluster statistics.
+Step 1 runs on the master; step 3 is a map (weights and parameters down, per-sub-cluster
+statistics up); steps 4-6 are decided by the master from statistics alone, and the edits
+they make to the partition (split, merge, new sub-labels) are sent to the shards in the
+next map, which brings back the statistics the master does not know yet. The moves are the
+in-process ones, run on the same statistics (:meth:`SubClusters._moves`), so the chain is
+the same; only the random streams differ (every shard draws its own points'). A steady
+iteration is one map; one that restarts sub-clusters or proposes a random split needs one
+or two more.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.special import gammaln
 
 from ._numerics import log_dirichlet
+from .backends import ShardedState
 from .base import Sampler, State
 from .constraints import Interval, OneOf, Option
-from .labelstep import sample_labels_keeping_clusters, sample_labels_within, sample_sublabels
+from .labelstep import (
+    sample_labels,
+    sample_labels_keeping_clusters,
+    sample_labels_within,
+    sample_sublabels,
+    sweep_keeping_clusters,
+)
 from .partitions import compact
+from .slice_mr import _sum_stats, component_stats
 
 
 @dataclass
@@ -143,8 +163,34 @@ class _Clusters:
     def sizes(self, k):
         return self.sub.n[2 * k], self.sub.n[2 * k + 1]
 
+    def size(self, k):
+        return self.sub.n[2 * k] + self.sub.n[2 * k + 1]
+
     def members(self, k):
         return np.flatnonzero(self.z == k)
+
+    def subcluster(self, k, h):
+        """The points of sub-cluster ``h`` of cluster k (what :meth:`split` moves)."""
+        return np.flatnonzero((self.z == k) & (self.zs == h))
+
+    def cluster_stats(self, ks):
+        """Statistics of clusters ``ks`` (sums of their sub-clusters')."""
+        ks = np.asarray(ks)
+        return _pair_sums(_rows(self.sub, np.ravel(np.column_stack([2 * ks, 2 * ks + 1]))))
+
+    def random_halves(self, k, w_right, rng):
+        """A random Dirichlet-categorical labelling of cluster k's points (each goes right
+        with probability ``w_right``): the statistics of the two halves, and the right half
+        (what :meth:`split` moves if the split is accepted)."""
+        members = self.members(k)
+        side = (rng.random(members.size) < w_right).astype(np.int64)
+        return self.family.stats(self.X[members], side, 2), members[side == 1]
+
+    def reject_split(self, k, moved):
+        """A proposed random split of k was rejected (nothing to undo in-process)."""
+
+    def sync(self):
+        """Statistics of every living sub-cluster are current (always so in-process)."""
 
     def log_marginals(self, ks):
         """(L(left), L(right), L(cluster)) for clusters ``ks``."""
@@ -235,14 +281,32 @@ class SubClusters(Sampler):
                                   "(DPMMSubClusters' smart splits; dense data only) or random halves (Chang & Fisher)"),
     }
 
+    #: with a backend, the points live on its shards (see the module docstring)
+    supports_backend = True
+
+    def __init__(self, family, alpha=1.0, seed=0, backend=None, **options):
+        super().__init__(family, alpha=alpha, seed=seed, backend=backend, **options)
+        if backend is None:
+            self.backend = None  # the in-process sampler, not one serial shard
+
     def _init(self, X, labels, rng):
         labels, K = compact(labels)
         zs = rng.integers(0, 2, len(labels))
         W = self.params["burnin_window"]
+        history, splittable = np.full((K, W), -np.inf), np.zeros(K, dtype=bool)
+        if self.backend is not None:
+            shards = self.backend.distribute(X, 2 * labels + zs, self.seed, static={"family": self.family},
+                                             n_points=self.family.n_points(X))
+            sub = _sum_stats(shards.map(component_stats, 2 * K))
+            state = ShardedSubclusterState(X, shards, rng, sub, history, splittable)
+            state.info = {"n_clusters": K, **shards.take_comm()}
+            return state
         return SubclusterState(X, labels, rng, sublabels=zs, sub_stats=self.family.stats(X, 2 * labels + zs, 2 * K),
-                               history=np.full((K, W), -np.inf), splittable=np.zeros(K, dtype=bool))
+                               history=history, splittable=splittable)
 
     def _step(self, state):
+        if self.backend is not None:
+            return self._step_sharded(state)
         fam, rng, alpha = self.family, state.rng, self.alpha
         X, z, sub = state.X, state.labels, state.sub_stats
         K = len(state.splittable)
@@ -269,10 +333,78 @@ class SubClusters(Sampler):
         sub = fam.stats(X, 2 * z + zs, 2 * K)
         c = _Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
                       principal=self.params["subcluster_init"] == "principal")
+        self._moves(c, rng, info)
 
+        # drop merged-away clusters
+        keep = np.flatnonzero(c.alive)
+        remap = np.full(c.K, -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        state.labels, state.sublabels = remap[c.z], c.zs
+        state.sub_stats = _rows(c.sub, np.ravel(np.column_stack([2 * keep, 2 * keep + 1])))
+        state.history, state.splittable = c.history[keep], c.splittable[keep]
+        info["n_clusters"] = len(keep)
+        info["n_splittable"] = int(state.splittable.sum())
+        state.info = info
+        return state
+
+    def _step_sharded(self, state):
+        """One step with the points on shards: the same moves as :meth:`_step`."""
+        fam, rng, alpha = self.family, state.rng, self.alpha
+        shards, sub = state.shards, state.sub_stats
+        K = len(state.splittable)
+        info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
+
+        # 1. weights and parameters given the statistics (as in-process)
+        st = _pair_sums(sub)
+        log_pi = log_dirichlet(rng, st.n)
+        theta = fam.sample_params(st, rng)
+        log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + alpha / 2.0).ravel()
+        stheta = fam.sample_params(sub, rng)
+        draw = LabelDraw(log_pi, theta, log_spi, stheta)
+
+        # 3. labels and sub-labels on the shards; statistics back
+        sub = _sum_stats(shards.map(draw_labels, draw))
+        fell_back = bool((_pair_sums(sub).n == 0).any())
+        if fell_back:
+            # the parallel draw emptied a cluster: as in-process, it is discarded and the
+            # labels are swept sequentially from the previous ones, shard after shard (the
+            # order of the points), each passing the cluster sizes on
+            counts, parts = st.n.astype(np.int64), []
+            for j in range(shards.n_shards):
+                [(stats, counts)] = shards.results([shards.submit(j, resweep_labels, Resweep(draw, counts))])
+                parts.append(stats)
+            sub = _sum_stats(parts)
+        info["sequential_label_sweep"] = int(fell_back)
+
+        # 4-6. moves decided from the statistics; their edits reach the shards at sync
+        principal = self.params["subcluster_init"] == "principal" and isinstance(state.X, np.ndarray)
+        c = _ShardedClusters(fam, shards, sub, state.history.copy(), state.splittable.copy(), principal=principal)
+        self._moves(c, rng, info)
+
+        # drop merged-away clusters
+        keep = np.flatnonzero(c.alive)
+        remap = None
+        if len(keep) < c.K:
+            remap = np.full(c.K, -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep))
+        c.sync(remap)
+        state.sub_stats = _rows(c.sub, np.ravel(np.column_stack([2 * keep, 2 * keep + 1])))
+        state.history, state.splittable = c.history[keep], c.splittable[keep]
+        info["n_clusters"] = len(keep)
+        info["n_splittable"] = int(state.splittable.sum())
+        state.info = {**info, **shards.take_comm()}
+        return state
+
+    # ---- pieces ----------------------------------------------------------------------
+    def _moves(self, c, rng, info):
+        """Steps 4-6 on the clusters ``c`` (in-process or sharded: only statistics are read
+        here; what needs the points goes through ``c``)."""
+        alpha = self.alpha
+        K = c.K
         # 4. a cluster with an empty sub-cluster restarts
-        for k in np.flatnonzero((sub.n.reshape(K, 2) == 0).any(axis=1)):
+        for k in np.flatnonzero((c.sub.n.reshape(K, 2) == 0).any(axis=1)):
             c.restart(k, rng)
+        c.sync()
 
         # burn-in monitor: L(left) + L(right) of every cluster
         Ll, Lr, L = c.log_marginals(np.arange(K))
@@ -287,7 +419,7 @@ class SubClusters(Sampler):
             info["proposed_splits"] += 1
             if math.log(rng.random()) < _split_log_ratio(alpha, nl, nr, Ll[k], Lr[k], L[k]):
                 info["accepted_splits"] += 1
-                c.split(k, np.flatnonzero((z == k) & (zs == 1)), rng)
+                c.split(k, c.subcluster(k, 1), rng)
 
         # 6. merges (and random splits)
         if self.params["merges"] == "random":
@@ -295,19 +427,6 @@ class SubClusters(Sampler):
         elif self.params["merges"] == "pairwise":
             self._pairwise_merges(c, rng, info)
 
-        # drop merged-away clusters
-        keep = np.flatnonzero(c.alive)
-        remap = np.full(c.K, -1, dtype=np.int64)
-        remap[keep] = np.arange(len(keep))
-        state.labels, state.sublabels = remap[c.z], c.zs
-        state.sub_stats = _rows(c.sub, np.ravel(np.column_stack([2 * keep, 2 * keep + 1])))
-        state.history, state.splittable = c.history[keep], c.splittable[keep]
-        info["n_clusters"] = len(keep)
-        info["n_splittable"] = int(state.splittable.sum())
-        state.info = info
-        return state
-
-    # ---- pieces ----------------------------------------------------------------------
     def _burnt_in(self, history):
         rule = self.params["burnin"]
         if rule == "none":
@@ -334,23 +453,24 @@ class SubClusters(Sampler):
             Kc, pairs = len(ids), c.pairs()
             if rng.random() < p:
                 k = int(ids[rng.integers(Kc)])
-                members = c.members(k)
-                if members.size < 2:
+                if c.size(k) < 2:
                     continue
                 info["proposed_splits"] += 1
                 w_right = math.exp(log_dirichlet(rng, np.full(2, alpha / 2.0))[1])
-                side = (rng.random(members.size) < w_right).astype(np.int64)
-                nr = int(side.sum())
-                nl = members.size - nr
+                halves, moved = c.random_halves(k, w_right, rng)
+                nl, nr = int(halves.n[0]), int(halves.n[1])
                 if nl == 0 or nr == 0:  # not a split: rejected
+                    c.reject_split(k, moved)
                     continue
-                halves = fam.log_marginal_stats(fam.stats(c.X[members], side, 2))
-                Lk = c.log_marginals([k])[2][0]
+                L_halves = fam.log_marginal_stats(halves)
+                Lk = fam.log_marginal_stats(c.cluster_stats([k]))[0]
                 pairs_after = pairs + int((c.group[ids] == c.group[k]).sum())
-                log_h = random_split_log_ratio(alpha, p, Kc, pairs_after, nl, nr, halves[0], halves[1], Lk)
+                log_h = random_split_log_ratio(alpha, p, Kc, pairs_after, nl, nr, L_halves[0], L_halves[1], Lk)
                 if math.log(rng.random()) < log_h:
                     info["accepted_splits"] += 1
-                    c.split(k, members[side == 1], rng)
+                    c.split(k, moved, rng)
+                else:
+                    c.reject_split(k, moved)
             elif pairs > 0:
                 a, b = c.pick_pair(rng)
                 info["proposed_merges"] += 1
@@ -363,7 +483,7 @@ class SubClusters(Sampler):
     def _merge_terms(self, c, a, b):
         """(n_a, n_b, L(a), L(b), L(a u b)) from the statistics alone."""
         fam = self.family
-        st = _pair_sums(_rows(c.sub, [2 * a, 2 * a + 1, 2 * b, 2 * b + 1]))
+        st = c.cluster_stats([a, b])
         La, Lb = fam.log_marginal_stats(st)
         Lab = fam.log_marginal_stats(_pair_sums(st))[0]
         na, nb = st.n
@@ -394,6 +514,7 @@ class SubClustersSuper(SubClusters):
 
     name = "subc-supc"
     supercluster = True
+    supports_backend = False  # its label step (within super-clusters) runs in-process only
 
 
 class SubClustersSuperApprox(SubClustersSuper):
@@ -403,3 +524,278 @@ class SubClustersSuperApprox(SubClustersSuper):
     name = "subc-supc-approx"
     options = {**SubClustersSuper.options,
                "burnin": Option("none", OneOf(("window", "first-nonincrease", "none")), "see subc")}
+
+
+# ---- across workers ---------------------------------------------------------------------------
+#
+# A shard's labels hold the sub-cluster of each of its points, 2 z + zs. Right after the
+# label draw the bits from 32 up also hold the point's cluster before the draw, which the
+# sequential sweep needs if the master finds that the parallel draw emptied a cluster.
+
+_PREVIOUS_SHIFT = 32
+_SUB_MASK = (1 << _PREVIOUS_SHIFT) - 1
+
+
+def _decode(labels):
+    """(cluster, sub-label) of every point from shard labels."""
+    sub = labels & _SUB_MASK
+    return sub >> 1, sub & 1
+
+
+class ShardedSubclusterState(ShardedState):
+    """Master state of ``subc`` on a backend: the sub-cluster statistics, burn-in monitor and
+    splittable flags; the labels and sub-labels are gathered from the shards."""
+
+    def __init__(self, X, shards, rng, sub_stats, history, splittable):
+        super().__init__(X, shards, rng)
+        self.sub_stats = sub_stats  #: statistics of the 2K sub-clusters (rows 2k, 2k+1)
+        self.history = history  #: (K, W) recent L(left) + L(right); -inf = not yet
+        self.splittable = splittable  #: (K,) burnt-in clusters
+
+    @property
+    def labels(self) -> np.ndarray:
+        return _decode(self.shards.gather_labels())[0]
+
+    @property
+    def sublabels(self) -> np.ndarray:
+        return _decode(self.shards.gather_labels())[1]
+
+
+class LabelDraw(NamedTuple):
+    """What the master broadcasts for the label step."""
+
+    log_pi: np.ndarray  #: (K,) log weights of the clusters
+    theta: Any  #: the family's parameters of the K clusters
+    log_spi: np.ndarray  #: (2K,) log sub-weights
+    stheta: Any  #: parameters of the 2K sub-clusters
+
+
+class Resweep(NamedTuple):
+    """The sequential label sweep on one shard, after a parallel draw emptied a cluster."""
+
+    draw: LabelDraw
+    counts: np.ndarray  #: (K,) cluster sizes over all points, as the sweep has left them so far
+
+
+class Edit(NamedTuple):
+    """A change of the partition decided by the master, carried out on every shard."""
+
+    kind: str  #: "split": sub-cluster 1 of a becomes b; "move": the points of a go to b; "merge": b joins a
+    a: int
+    b: int
+
+
+class Restructure(NamedTuple):
+    """A map that edits the partition on the shards, in this order: ``edits``; moments of
+    clusters ``moments``; new sub-labels for clusters ``restart`` (random, except those in
+    ``principal``: the two sides of a given axis through a given mean); a tentative random
+    split ``propose`` = (cluster, new cluster, probability of going right); ``remap`` of the
+    cluster ids."""
+
+    edits: tuple = ()
+    moments: np.ndarray | None = None
+    restart: np.ndarray | None = None
+    principal: tuple | None = None  #: (clusters, (R, D) means, (R, D) axes)
+    propose: tuple | None = None
+    remap: np.ndarray | None = None
+
+
+class Restructured(NamedTuple):
+    """What one shard returns from :func:`restructure`."""
+
+    restarted: Any = None  #: statistics of the sub-clusters of ``restart`` (rows 2r, 2r+1)
+    moments: tuple | None = None  #: (n, mean, centred scatter) of each cluster of ``moments``
+    halves: Any = None  #: statistics of the two halves of the proposed random split
+
+
+def draw_labels(shard, draw: LabelDraw):
+    """The label step on one shard: every label among the existing clusters, in parallel,
+    then every sub-label (as in-process, :func:`sample_labels_keeping_clusters` without its
+    check, which needs every shard's counts). Returns the shard's sub-cluster statistics."""
+    family = shard.static["family"]
+    z, _ = _decode(shard.labels)
+    n = len(z)
+    new = sample_labels(family, shard.X, draw.theta, draw.log_pi, shard.rng.random(n))
+    zs = sample_sublabels(family, shard.X, new, draw.stheta, draw.log_spi, shard.rng.random(n))
+    shard.labels = (2 * new + zs) | (z << _PREVIOUS_SHIFT)
+    return family.stats(shard.X, 2 * new + zs, 2 * len(draw.log_pi))
+
+
+def resweep_labels(shard, payload: Resweep):
+    """The sequential branch of the label step on one shard: restricted Gibbs from the labels
+    before the draw, never emptying a cluster, then the sub-labels. Returns the shard's
+    sub-cluster statistics and the cluster sizes for the next shard."""
+    family, draw = shard.static["family"], payload.draw
+    z = shard.labels >> _PREVIOUS_SHIFT
+    counts = payload.counts.copy()
+    sweep_keeping_clusters(family, shard.X, draw.theta, draw.log_pi, z, counts, shard.rng.random(len(z)))
+    zs = sample_sublabels(family, shard.X, z, draw.stheta, draw.log_spi, shard.rng.random(len(z)))
+    shard.labels = 2 * z + zs
+    return family.stats(shard.X, 2 * z + zs, 2 * len(draw.log_pi)), counts
+
+
+def _position(z, clusters):
+    """Index in ``clusters`` of every point's cluster (-1: not among them)."""
+    lookup = np.full(max(int(z.max(initial=-1)), int(np.max(clusters))) + 1, -1, dtype=np.int64)
+    lookup[clusters] = np.arange(len(clusters))
+    return lookup[z]
+
+
+def restructure(shard, payload: Restructure) -> Restructured:
+    """Carry out the master's edits of the partition on one shard (see :class:`Restructure`)."""
+    family, X, rng = shard.static["family"], shard.X, shard.rng
+    z, zs = _decode(shard.labels)
+    for kind, a, b in payload.edits:
+        if kind == "split":
+            z[(z == a) & (zs == 1)] = b
+        elif kind == "move":
+            z[z == a] = b
+        else:  # merge: the two old clusters become the sub-clusters of a
+            in_a, in_b = z == a, z == b
+            zs[in_a], zs[in_b], z[in_b] = 0, 1, a
+    moments = restarted = halves = None
+    if payload.moments is not None:
+        R, D = len(payload.moments), X.shape[1]
+        n, mean, scatter = np.zeros(R), np.zeros((R, D)), np.zeros((R, D, D))
+        for r, k in enumerate(payload.moments):
+            Xk = X[z == k]
+            if len(Xk):
+                n[r], mean[r] = len(Xk), Xk.mean(axis=0)
+                centred = Xk - mean[r]
+                scatter[r] = centred.T @ centred
+        moments = (n, mean, scatter)
+    if payload.restart is not None:
+        pos = _position(z, payload.restart)
+        rows = np.flatnonzero(pos >= 0)
+        zs[rows] = rng.integers(0, 2, rows.size)
+        if payload.principal is not None:
+            for k, mean, axis in zip(*payload.principal):
+                idx = np.flatnonzero(z == k)
+                zs[idx] = ((X[idx] - mean) @ axis > 0).astype(np.int64)
+        restarted = family.stats(X[rows], 2 * pos[rows] + zs[rows], 2 * len(payload.restart))
+    if payload.propose is not None:
+        k, new, w_right = payload.propose
+        idx = np.flatnonzero(z == k)
+        side = (rng.random(idx.size) < w_right).astype(np.int64)
+        z[idx[side == 1]] = new
+        halves = family.stats(X[idx], side, 2)
+    if payload.remap is not None:
+        z = payload.remap[z]
+    shard.labels = 2 * z + zs
+    return Restructured(restarted, moments, halves)
+
+
+def _pooled_moments(parts):
+    """(n, mean, centred scatter) of clusters from those of their parts on every shard
+    (Chan et al.'s pairwise update: no cancellation of large raw second moments)."""
+    n = sum(p[0] for p in parts)
+    safe = np.maximum(n, 1.0)[:, None]
+    mean = sum(p[0][:, None] * p[1] for p in parts) / safe
+    scatter = 0.0
+    for n_j, mean_j, scatter_j in parts:
+        d = mean_j - mean
+        scatter = scatter + scatter_j + n_j[:, None, None] * d[:, :, None] * d[:, None, :]
+    return n, mean, scatter
+
+
+class _ShardedClusters(_Clusters):
+    """:class:`_Clusters` whose points live on shards. The master keeps the statistics of
+    every cluster and sub-cluster; an edit of the partition is queued and reaches the shards
+    with the next map (:meth:`sync`, or a random split proposal). The sub-cluster statistics
+    of a restarted cluster are unknown ("stale") until then; nothing reads them before."""
+
+    def __init__(self, family, shards, sub, history, splittable, principal):
+        super().__init__(family, None, None, None, sub, history, splittable, principal=principal)
+        self.shards = shards
+        self.clusters = _pair_sums(sub)  #: statistics of every cluster (current even when stale)
+        self.stale = set()
+        self.edits = []
+
+    def size(self, k):
+        return self.clusters.n[k]
+
+    def members(self, k):
+        raise RuntimeError("the points of a sharded cluster live on the shards")
+
+    def cluster_stats(self, ks):
+        return _rows(self.clusters, np.asarray(ks))
+
+    def log_marginals(self, ks):
+        if self.stale.intersection(np.asarray(ks).tolist()):
+            raise RuntimeError("sub-cluster statistics of restarted clusters are read before sync()")
+        return super().log_marginals(ks)
+
+    def subcluster(self, k, h):
+        return ("sub", k, h)
+
+    def restart(self, k, rng, members=None):
+        self.stale.add(int(k))
+        self.history[k] = -np.inf
+        self.splittable[k] = False
+
+    def _grow(self):
+        self.sub = _grow(self.sub, 2)
+        self.clusters = _grow(self.clusters, 1)
+        self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
+        self.splittable = np.append(self.splittable, False)
+        self.alive = np.append(self.alive, True)
+
+    def random_halves(self, k, w_right, rng):
+        new = self.K
+        parts = self.shards.map(restructure, Restructure(tuple(self.edits), propose=(k, new, w_right)))
+        self.edits = []
+        halves = _sum_stats([p.halves for p in parts])
+        return halves, ("random", new, halves)
+
+    def reject_split(self, k, moved):
+        self.edits.append(Edit("move", moved[1], k))  # the tentative right half goes back
+
+    def split(self, k, moved, rng):
+        new = self.K
+        if moved[0] == "sub":
+            assert moved[2] == 1
+            self.edits.append(Edit("split", k, new))
+            parts = _rows(self.sub, [2 * k, 2 * k + 1])
+        else:  # the shards have moved the right half already
+            assert moved[1] == new
+            parts = moved[2]
+        self._grow()
+        self.group = np.append(self.group, self.group[k])
+        _set_rows(self.clusters, [k, new], parts)
+        self.restart(k, rng)
+        self.restart(new, rng)
+        return new
+
+    def merge(self, a, b):
+        both = self.cluster_stats([a, b])
+        _set_rows(self.sub, [2 * a, 2 * a + 1], both)
+        _set_rows(self.sub, [2 * b, 2 * b + 1], self.family.empty_stats(2))
+        _set_rows(self.clusters, [a], _pair_sums(both))
+        _set_rows(self.clusters, [b], self.family.empty_stats(1))
+        self.alive[b] = False
+        self.history[a] = -np.inf
+        self.splittable[a] = False
+        self.stale.difference_update((a, b))  # the merge sets the sub-labels of both
+        self.edits.append(Edit("merge", a, b))
+
+    def sync(self, remap=None):
+        """Carry out the queued edits on the shards, give restarted clusters new sub-labels
+        (random, or the sides of their principal axis: then the clusters' moments are
+        fetched first) and bring back their sub-cluster statistics; then ``remap``."""
+        stale = [k for k in sorted(self.stale) if self.alive[k]]
+        if not (self.edits or stale or remap is not None):
+            return
+        edits, self.edits = tuple(self.edits), []
+        principal = [k for k in stale if self.principal and self.clusters.n[k] > 2]
+        axes = None
+        if principal:
+            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(principal)))
+            edits = ()
+            _, mean, scatter = _pooled_moments([p.moments for p in parts])
+            axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
+        restart = np.array(stale, dtype=np.int64) if stale else None
+        parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, remap=remap))
+        if stale:
+            _set_rows(self.sub, np.ravel(np.column_stack([2 * restart, 2 * restart + 1])),
+                      _sum_stats([p.restarted for p in parts]))
+        self.stale.clear()

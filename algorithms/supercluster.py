@@ -57,6 +57,30 @@ class Block:
     n_clusters: int  #: K_j before the sweeps
 
 
+def reassign_clusters(rng: np.random.Generator, n_clusters: int, n_superclusters: int) -> np.ndarray:
+    """The exact global step (SPEC §3.3): a new super-cluster for every cluster.
+
+    Given the partition, the super-clusters of the clusters are i.i.d. uniform under the
+    augmented joint (SPEC §3.2), so drawing them afresh is a Gibbs step: an MH move of
+    whole clusters whose acceptance is 1. (The Wang & Lin code's count-based acceptance
+    biases the partition; ``tests/test_supercluster.py`` shows both.)
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    n_clusters : int
+        K, the number of clusters.
+    n_superclusters : int
+        P.
+
+    Returns
+    -------
+    (K,) int64
+        The super-cluster of every cluster.
+    """
+    return rng.integers(n_superclusters, size=n_clusters)
+
+
 def group_by_supercluster(point_supercluster, n_superclusters: int, perm) -> tuple[np.ndarray, np.ndarray]:
     """Points grouped by super-cluster, each group in the order of ``perm``.
 
@@ -131,7 +155,7 @@ class SuperclusterGibbs(Sampler):
         labels, K = compact(labels)
         # a draw from p(s | z): i.i.d. uniform super-clusters, so the chain starts in the
         # augmented model's conditional and the initial partition alone matters
-        superclusters = rng.integers(self.params["n_superclusters"], size=K)
+        superclusters = reassign_clusters(rng, K, self.params["n_superclusters"])
         return SuperclusterState(X, labels, rng, superclusters=superclusters,
                                  log_prior_pred=prior_predictive(self.family, X))
 
@@ -139,7 +163,7 @@ class SuperclusterGibbs(Sampler):
         P = self.params["n_superclusters"]
         labels, superclusters, loads = self._local_step(state)
         K = len(superclusters)
-        superclusters = state.rng.integers(P, size=K)  # global step: exact Gibbs draw of s | z
+        superclusters = reassign_clusters(state.rng, K, P)  # global step: exact Gibbs draw of s | z
         state.labels, state.superclusters = labels, superclusters
         state.info = {"n_clusters": K, **{f"load_{j}": int(n) for j, n in enumerate(loads)},
                       "load_imbalance": float(loads.max() / loads.mean())}

@@ -14,7 +14,7 @@ import pytest
 
 import algorithms
 from algorithms.families import NormalKnownCovariance
-from workflows import driver
+from workflows import cluster, driver
 from workflows.cli import main, parse_option
 from workflows.driver import TRACE_COLUMNS, read_trace, run_chain, write_trace
 
@@ -181,7 +181,7 @@ def test_run_records_provenance():
 
 
 def test_unreachable_scheduler_fails_fast(monkeypatch):
-    monkeypatch.setattr(driver, "SCHEDULER_TIMEOUT", 1.0)
+    monkeypatch.setattr(cluster, "SCHEDULER_TIMEOUT", 1.0)
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", UNREACHABLE)
     start = time.perf_counter()
     with pytest.raises(ConnectionError, match="did not answer"):
@@ -191,9 +191,11 @@ def test_unreachable_scheduler_fails_fast(monkeypatch):
 
 def test_reachable_scheduler_is_recorded():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
-        df, meta = driver.run("gibbs", "synth-chang2013?n=50", 1, scheduler=cluster.scheduler_address)
-    assert meta["scheduler"] == cluster.scheduler_address and "in-process" in meta["backend"]
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as external:
+        df, meta = driver.run("gibbs", "synth-chang2013?n=50", 1, scheduler=external.scheduler_address)
+        workers = set(external.scheduler.workers)
+    assert meta["scheduler"] == external.scheduler_address and meta["dask"]["embedded"] is False
+    assert meta["worker"]["address"] in workers  # the chain ran on that cluster
     assert len(df) == 2
 
 
@@ -258,10 +260,12 @@ def test_cli_bad_extension(tmp_path, capsys):
 
 
 def test_cli_interrupted_run_writes_nothing(tmp_path, capsys, monkeypatch):
-    def interrupted(*args, **kwargs):
+    import distributed
+
+    def interrupted(*args, **kwargs):  # Ctrl-C while the chain runs on the cluster
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(driver, "run_chain", interrupted)
+    monkeypatch.setattr(distributed.Future, "result", interrupted)
     out = tmp_path / "trace.csv"
     assert main(BASE + ["--algorithm", "gibbs", "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -279,3 +283,56 @@ def test_cli_unreachable_scheduler_subprocess(tmp_path):
     assert "Traceback" not in proc.stderr
     assert time.perf_counter() - start < 20
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_cli_threads_name_and_stale_temporaries_subprocess(tmp_path):
+    out = tmp_path / "traces" / "trace.csv"
+    out.parent.mkdir()
+    # What a SIGKILL during atomic_write leaves behind (trace and sidecar), and a neighbour's.
+    stale = [out.parent / ".trace.csv.4242.0badc0de.tmp", out.parent / ".trace.csv.meta.json.4242.0badc0de.tmp"]
+    neighbour = out.parent / ".other.csv.4242.0badc0de.tmp"
+    for path in stale + [neighbour]:
+        path.write_bytes(b"partial")
+    cmd = [sys.executable, "-m", "workflows.cli", *BASE, "--algorithm", "gibbs", "--threads", "2",
+           "--name", "gibbs-two-threads", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    df, meta = read_trace(out)
+    assert (df["algorithm"] == "gibbs-two-threads").all()
+    assert meta["algorithm"] == "gibbs" and meta["name"] == "gibbs-two-threads" and meta["threads"] == 2
+    assert meta["dask"]["threads_per_worker"] == 2 and meta["worker"]["numba_threads"] == 2
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, out.name + ".meta.json", neighbour.name])
+
+
+def test_remove_stale_temporaries_only_touches_its_own(tmp_path):
+    target = tmp_path / "a[1].parquet"  # glob characters in the name are taken literally
+    own = tmp_path / ".a[1].parquet.1.ab.tmp"
+    other = tmp_path / ".a1.parquet.1.ab.tmp"
+    for path in (target, own, other):
+        path.write_bytes(b"x")
+    assert driver.remove_stale_temporaries(target) == [own]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, other.name])
+    assert driver.remove_stale_temporaries(tmp_path / "missing" / "t.csv") == []
+
+
+def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
+    import datasets
+    from datasets.store import save
+
+    name = "synth-multinomial?n=40&vocab=12"
+    data = datasets.load(name)
+    path = tmp_path / "data.npz"
+    save(data, path)
+    trace, meta = driver.run("gibbs", name, 3, seed=1, data_file=path)
+    local = run_chain(algorithms.make("gibbs", family=data.family, seed=1), data.X, data.family, 1.0, 3,
+                      truth=data.labels, dataset=data.name)
+    cols = ["dataset", "iteration", "log_joint", "n_clusters", "vi"]
+    pd.testing.assert_frame_equal(trace[cols], local[cols])
+    assert meta["data_file"] == str(path) and meta["dataset"] == data.name
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started for a run that cannot succeed")
+
+    monkeypatch.setattr(cluster, "dask_client", no_cluster)
+    with pytest.raises(ValueError, match="holds dataset"):
+        driver.run("gibbs", "synth-multinomial?n=41&vocab=12", 3, data_file=path)

@@ -1,47 +1,102 @@
-"""The Snakemake workflow: dry run of the default config, the smoke config end to end,
-and rejection of a bad config before any job runs."""
+"""The Snakemake workflow: every config dry-runs its grid (read from the registry) without
+downloading anything, the smoke config end to end on Dask, rejection of a bad config before
+any job runs, and resuming a killed run."""
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from contextlib import suppress
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 import yaml
 
 import algorithms
+from workflows.driver import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "workflows" / "config").glob("*.yaml"))
+SMOKE = ROOT / "workflows" / "config" / "smoke.yaml"
 
 
-def snakemake(tmp_path, *args):
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
-           "--cores", "2", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def snakemake_cmd(workdir, *args):
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+            "--cores", "2", *args]
 
 
-def test_default_config_dry_run_covers_every_algorithm(tmp_path):
-    res = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "workflows/config/default.yaml"))
-    assert res.returncode == 0, res.stderr
-    config = yaml.safe_load((ROOT / "workflows/config/default.yaml").read_text())
-    n_runs = len(config["datasets"]) * len(algorithms.available()) * len(config["seeds"])
-    planned = re.search(r"^run_chain\s+(\d+)\s*$", res.stdout + res.stderr, re.MULTILINE)
+def snakemake(tmp_path, *args, env=None):
+    return subprocess.run(snakemake_cmd(tmp_path, *args), capture_output=True, text=True, timeout=600, env=env)
+
+
+def expected_grid(config):
+    """(dataset key, run name, workers) of every run the config asks for, per seed: the
+    registry's algorithms ("all") or the listed ones, then the variants; algorithms that
+    shard their data run at every worker count, the others at the smallest."""
+    names = algorithms.available() if config["algorithms"] == "all" else list(config["algorithms"])
+    workers = config.get("dask", {}).get("workers", 1)
+    workers = sorted(workers) if isinstance(workers, list) else [workers]
+    grid = []
+    for name, spec in [(n, {"algorithm": n}) for n in names] + list(config.get("variants", {}).items()):
+        counts = workers if getattr(algorithms.get(spec["algorithm"]), "supports_backend", False) else workers[:1]
+        grid += [(d, name, w) for d in spec.get("datasets", config["datasets"]) for w in counts]
+    return grid
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_every_config_dry_runs_its_grid_without_downloading(tmp_path, path):
+    config = yaml.safe_load(path.read_text())
+    data = tmp_path / "data"  # where a fetch would put its downloads
+    res = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), env=dict(os.environ, DPMMBENCH_DATA=str(data)))
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    n_runs = len(expected_grid(config)) * len(config["seeds"])
+    planned = re.search(r"^run_chain\s+(\d+)\s*$", out, re.MULTILINE)
     assert planned and int(planned.group(1)) == n_runs
+    threads = config.get("dask", {}).get("threads", 1)
+    assert len(re.findall(rf"workflows\.cli run .* --threads {threads} ", out)) == n_runs
+    assert not data.exists() and not (tmp_path / "data").exists()  # a dry run downloads nothing
+    assert not (tmp_path / "results").exists()
 
 
-def test_smoke_config_end_to_end(tmp_path):
-    res = snakemake(tmp_path, "--configfile", str(ROOT / "workflows/config/smoke.yaml"))
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """The smoke config run once to the end; the tests below share its directory."""
+    workdir = tmp_path_factory.mktemp("smoke")
+    return workdir, snakemake(workdir, "--configfile", str(SMOKE))
+
+
+def test_smoke_config_end_to_end(smoke_run):
+    workdir, res = smoke_run
     assert res.returncode == 0, res.stderr[-3000:]
-    summary = pd.read_csv(tmp_path / "results/summary.csv")
-    assert set(summary["algorithm"]) == set(algorithms.available())
+    config = yaml.safe_load(SMOKE.read_text())
+    summary = pd.read_csv(workdir / "results/summary.csv")
+    assert set(summary["algorithm"]) == set(algorithms.available()) | set(config["variants"])
+    assert len(summary) == len(expected_grid(config)) * len(config["seeds"])
     assert summary["final_log_joint"].notna().all()
-    assert (summary["iterations"] == 5).all()
+    assert (summary.loc[summary["algorithm"] != "search-decreasing", "iterations"] == 5).all()
+    for path in (workdir / "results/traces").rglob("*.parquet"):
+        trace, meta = read_trace(path)
+        # every run went through its own Dask cluster on the loopback interface
+        assert meta["dask"]["embedded"] and meta["dask"]["scheduler"].startswith("tcp://127.0.0.1:"), path
+        assert meta["dask"]["n_workers"] == 1 and meta["threads"] == 1
+        assert (trace["algorithm"] == path.parent.parent.name).all()  # the variant names its trace
+    variant = read_trace(next((workdir / "results/traces").glob("*/search-decreasing/w1/seed0.parquet")))[1]
+    assert variant["algorithm"] == "search" and variant["options"]["order"] == "decreasing"
 
 
 @pytest.mark.parametrize("edit, message", [
     ({"iteration": 5}, "iteration"),
     ({"iterations": 0}, "iterations"),
     ({"seeds": "zero"}, "seeds"),
+    ({"dask": {"workerz": 2}}, "workerz"),
+    ({"dask": {"workers": 0}}, "['workers']"),
+    ({"variants": {"gibbs": {"algorithm": "search"}}}, "'gibbs' is a registry algorithm"),
+    ({"options": {"fsd": {"truncaton": 5}}}, "truncaton"),
+    ({"datasets": {"x": "synth-chang2013?m=3"}}, "unknown parameter 'm'"),
 ])
 def test_bad_config_stops_before_any_job(tmp_path, edit, message):
     config = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
@@ -61,3 +116,47 @@ def test_unknown_algorithm_in_config_is_named(tmp_path):
     path.write_text(yaml.safe_dump(config))
     res = snakemake(tmp_path, "-n", "--configfile", str(path))
     assert res.returncode != 0 and "gibs" in res.stdout + res.stderr
+
+
+def test_killed_run_resumes_with_every_trace_valid(smoke_run):
+    workdir, res = smoke_run
+    assert res.returncode == 0, "the smoke run failed; see test_smoke_config_end_to_end"
+    traces = sorted((workdir / "results/traces").rglob("*.parquet"))
+    redo = traces[:4]  # two rounds of jobs on 2 cores: a kill after the first trace lands mid-run
+    config = ["--configfile", str(SMOKE)]
+    for path in redo + [workdir / "results/summary.csv"]:  # (with the summary there, nothing is missing)
+        path.unlink()
+    with open(workdir / "interrupted.log", "w") as log:
+        # its own process group: Snakemake, its jobs and their Dask workers
+        proc = subprocess.Popen(snakemake_cmd(workdir, "results/summary.csv", *config), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while not any(p.exists() for p in redo) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            done_at_kill = [p for p in redo if p.exists()]
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait(timeout=30)
+    assert done_at_kill, (workdir / "interrupted.log").read_text()[-3000:]
+    assert len(done_at_kill) < len(redo), "the run ended before the kill: nothing was interrupted"
+    # Jobs and their Dask workers died with the group (processes in another user's name
+    # report no cwd and are not ours).
+    ours = [p for p in psutil.process_iter(["cwd"]) if p.info["cwd"] and Path(p.info["cwd"]) == workdir]
+    _, alive = psutil.wait_procs(ours, timeout=10)
+    for p in alive:
+        p.kill()
+    assert not alive, [p.cmdline() for p in alive]
+
+    unlocked = snakemake(workdir, "--unlock", *config)
+    assert unlocked.returncode == 0, unlocked.stderr[-3000:]
+    resumed = snakemake(workdir, "results/summary.csv", "--rerun-incomplete", *config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert sorted((workdir / "results/traces").rglob("*.parquet")) == traces
+    for path in traces:
+        trace, meta = read_trace(path)
+        assert len(trace) == meta["iterations"] + 1 and trace["log_joint"].notna().all()
+    assert not [p for p in (workdir / "results").rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+    summary = pd.read_csv(workdir / "results/summary.csv")
+    assert len(summary) == len(traces)

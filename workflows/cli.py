@@ -3,9 +3,11 @@
 ::
 
     dpmmbench run --algorithm gibbs --dataset "synth-chang2013?n=2000" --iterations 100 \\
-                  --seed 0 --out results/traces/gibbs.parquet [--workers W] [--scheduler ADDR]
-                  [--time-budget S] [--alpha A] [--init-clusters K] [--option key=value ...]
+                  --seed 0 --out results/traces/gibbs.parquet [--workers W] [--threads T] [--scheduler ADDR]
+                  [--time-budget S] [--alpha A] [--init-clusters K] [--option key=value ...] [--name NAME]
+                  [--data-file PREPROCESSED.npz]
     dpmmbench summarize TRACE... --out summary.csv
+    dpmmbench report TRACE... --out results/report/index.html [--config CONFIG.yaml]
     dpmmbench list
 
 Every user error ends with ``dpmmbench: error: <message>`` on stderr and exit code 2, and
@@ -62,10 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--algorithm", required=True, metavar="NAME", help="registry name (see `dpmmbench list`)")
     run.add_argument("--dataset", required=True, metavar="NAME",
                      help='dataset name, with parameters, e.g. "synth-chang2013?n=2000&seed=3"')
+    run.add_argument("--data-file", metavar="PATH",
+                     help="the dataset preprocessed into an .npz (`python -m datasets preprocess`); "
+                          "default: generate or fetch it by name")
     run.add_argument("--iterations", required=True, type=int, metavar="N", help="number of sampler steps")
     run.add_argument("--seed", required=True, type=int, metavar="S", help="seed of the chain")
     run.add_argument("--out", required=True, metavar="PATH", help="trace file: .parquet or .csv")
     run.add_argument("--workers", type=int, default=1, metavar="W", help="number of Dask workers (default 1)")
+    run.add_argument("--threads", type=int, default=1, metavar="T",
+                     help="threads per worker of the embedded Dask cluster, for Dask and numba/BLAS (default 1)")
+    run.add_argument("--name", metavar="NAME",
+                     help="name of the run in the trace's algorithm column, e.g. a workflow variant "
+                          "(default: --algorithm)")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="existing Dask scheduler, e.g. tcp://host:8786 (default: $DASK_SCHEDULER_ADDRESS)")
     run.add_argument("--time-budget", type=float, metavar="SECONDS",
@@ -87,6 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("--out", required=True, metavar="PATH", help="summary CSV")
     summ.set_defaults(func=_cmd_summarize)
 
+    rep = sub.add_parser("report", help="HTML comparison report from trace files",
+                         description="Build the self-contained HTML comparison report (figures embedded, "
+                                     "opens offline) from trace files; written atomically.")
+    rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.parquet or .csv)")
+    rep.add_argument("--out", required=True, metavar="PATH", help="HTML file, e.g. results/report/index.html")
+    shown = rep.add_mutually_exclusive_group()
+    shown.add_argument("--config", metavar="CONFIG", help="workflow config file (YAML or JSON) to show in the report")
+    shown.add_argument("--config-json", metavar="JSON", help="the same, given inline as a JSON object")
+    rep.set_defaults(func=_cmd_report)
+
     lst = sub.add_parser("list", help="list algorithms and datasets",
                          description="List the registered algorithms (exact or not) and datasets.")
     lst.set_defaults(func=_cmd_list)
@@ -105,11 +125,14 @@ def _cmd_run(args) -> int:
             raise ValueError(f"option {key!r} given twice")
         options[key] = value
     progress = sys.stderr.isatty() if args.progress is None else args.progress
+    # This command owns --out: temporary files next to it are left by an earlier, killed run.
+    driver.remove_stale_temporaries(out)
 
     trace, meta = driver.run(args.algorithm, args.dataset, args.iterations, seed=args.seed,
                              workers=args.workers, scheduler=args.scheduler, time_budget=args.time_budget,
                              alpha=args.alpha, init_clusters=args.init_clusters, options=options,
-                             progress=progress, warmup=args.warmup)
+                             progress=progress, warmup=args.warmup, threads=args.threads, name=args.name,
+                             data_file=args.data_file)
     meta["command"] = ["dpmmbench", *args.argv]
     driver.write_trace(trace, out, meta)
     last = trace.iloc[-1]
@@ -132,6 +155,35 @@ def _cmd_summarize(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
     print(table.to_string(index=False))
+    return 0
+
+
+def _cmd_report(args) -> int:
+    import json
+    from pathlib import Path
+
+    from reports.report import build_report
+
+    out = Path(args.out)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--out must end in .html, got {args.out!r}")
+    config = None
+    if args.config is not None:
+        import yaml
+
+        try:
+            config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--config {args.config}: not valid YAML/JSON ({exc})") from None
+    elif args.config_json is not None:
+        try:
+            config = json.loads(args.config_json)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--config-json: not valid JSON ({exc})") from None
+    if config is not None and not isinstance(config, dict):
+        raise ValueError(f"the config must be a mapping of keys to values, got {type(config).__name__}")
+    build_report(args.traces, out, config=config)
+    print(f"{out}: report on {len(args.traces)} trace(s)")
     return 0
 
 

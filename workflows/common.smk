@@ -1,8 +1,17 @@
-# Helpers only (no rules): the run grid is read from the registry and the config.
+# Helpers only (no rules): the run grid is read from the registry and the config, and the
+# config is checked against both before any job runs (the JSON schema checks its shape).
+import shlex
+
 import algorithms
+import datasets
+from algorithms.constraints import resolve_options
+
+#: one trace per run; {algorithm} is a registry name or a variant name
+TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
 
 
 def selected_algorithms():
+    """Registry names selected by the config's ``algorithms`` ("all" or a list)."""
     names = config["algorithms"]
     known = algorithms.available()
     if names == "all":
@@ -10,18 +19,118 @@ def selected_algorithms():
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"config 'algorithms': unknown {unknown}; available: {known}")
-    return names
+    return list(names)
+
+
+def variants():
+    """The config's ``variants``: run name -> {algorithm, options, ...}."""
+    return config.get("variants") or {}
+
+
+def run_spec(name):
+    """What the run called ``name`` (a registry name or a variant) is: its registry
+    algorithm, options (the algorithm's ``options`` entry, then the variant's), datasets,
+    iterations and time budget."""
+    variant = variants().get(name, {})
+    algorithm = variant.get("algorithm", name)
+    return {
+        "algorithm": algorithm,
+        "options": {**config.get("options", {}).get(algorithm, {}), **variant.get("options", {})},
+        "datasets": variant.get("datasets", list(config["datasets"])),
+        "iterations": variant.get("iterations", config["iterations"]),
+        "time_budget": variant.get("time_budget", config.get("time_budget")),
+    }
+
+
+def worker_counts(name):
+    """Worker counts a run is made with. A serial algorithm computes in one task whatever
+    the cluster size, so it runs once, with the smallest count; an algorithm that shards
+    its data (``supports_backend``) runs with every count of ``dask.workers``."""
+    counts = config.get("dask", {}).get("workers", 1)
+    counts = sorted(counts) if isinstance(counts, list) else [counts]
+    cls = algorithms.get(run_spec(name)["algorithm"])
+    return counts if getattr(cls, "supports_backend", False) else counts[:1]
+
+
+def run_names():
+    """Every algorithm column of the grid: the selected registry names, then the variants."""
+    return selected_algorithms() + list(variants())
 
 
 def trace_paths():
-    return expand(
-        "results/traces/{dataset}/{algorithm}/seed{seed}.parquet",
-        dataset=list(config["datasets"]),
-        algorithm=selected_algorithms(),
-        seed=config["seeds"],
-    )
+    """Every trace of the grid."""
+    return [
+        TRACE.format(dataset=dataset, algorithm=name, workers=workers, seed=seed)
+        for name in run_names()
+        for dataset in run_spec(name)["datasets"]
+        for workers in worker_counts(name)
+        for seed in config["seeds"]
+    ]
 
 
-def option_args(wildcards):
-    opts = config.get("options", {}).get(wildcards.algorithm, {})
-    return " ".join(f"--option {k}={v}" for k, v in opts.items())
+def run_threads(wildcards):
+    """Cores a run job claims: its embedded cluster's workers x threads, or one core for a
+    job that only drives an existing cluster."""
+    if config.get("dask", {}).get("scheduler"):
+        return 1
+    return int(wildcards.workers) * config.get("dask", {}).get("threads", 1)
+
+
+def run_args(wildcards, input):
+    """The ``dpmmbench run`` arguments of one run, shell-quoted (seed, workers and output
+    come from the wildcards; a preprocessed dataset file from the input)."""
+    spec = run_spec(wildcards.algorithm)
+    dask = config.get("dask", {})
+    args = ["--algorithm", spec["algorithm"], "--dataset", config["datasets"][wildcards.dataset],
+            "--iterations", spec["iterations"], "--alpha", config.get("alpha", 1.0),
+            "--init-clusters", config.get("init_clusters", 1), "--threads", dask.get("threads", 1)]
+    if spec["time_budget"] is not None:
+        args += ["--time-budget", spec["time_budget"]]
+    if wildcards.algorithm != spec["algorithm"]:
+        args += ["--name", wildcards.algorithm]
+    if input.data:
+        args += ["--data-file", input.data]
+    if dask.get("scheduler"):
+        args += ["--scheduler", dask["scheduler"]]
+    for key, value in spec["options"].items():
+        args += ["--option", f"{key}={value}"]
+    return " ".join(shlex.quote(str(a)) for a in args)
+
+
+def check_config():
+    """Stop before any job on what the schema cannot see: unknown algorithm, dataset or
+    option names and bad option values (each message names the culprit), variants that
+    clash with a registry name or name an unknown dataset key, an empty grid."""
+    known = algorithms.available()
+    for key, name in config["datasets"].items():
+        try:
+            datasets.canonical_name(name)  # parses the name; loads and downloads nothing
+        except ValueError as exc:
+            raise ValueError(f"config 'datasets': {key}: {exc}") from None
+    for algorithm in config.get("options", {}):
+        if algorithm not in known:
+            raise ValueError(f"config 'options': unknown algorithm {algorithm!r}; available: {known}")
+    for name, variant in variants().items():
+        if name in known:
+            raise ValueError(f"config 'variants': {name!r} is a registry algorithm; give the variant another name")
+        if variant["algorithm"] not in known:
+            raise ValueError(f"config 'variants': {name}: unknown algorithm {variant['algorithm']!r}; "
+                             f"available: {known}")
+        missing = [d for d in variant.get("datasets", []) if d not in config["datasets"]]
+        if missing:
+            raise ValueError(f"config 'variants': {name}: unknown dataset key(s) {missing}; "
+                             f"the config's datasets are {list(config['datasets'])}")
+    names = run_names()
+    if not names:
+        raise ValueError("config selects no run: 'algorithms' is empty and there are no 'variants'")
+    for name in names:
+        spec = run_spec(name)
+        cls = algorithms.get(spec["algorithm"])
+        where = f"config 'variants': {name}" if name in variants() else f"config 'options': {name}"
+        try:
+            resolve_options(cls.name, cls.options, spec["options"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+
+check_config()

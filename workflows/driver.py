@@ -17,6 +17,7 @@ Example
 """
 from __future__ import annotations
 
+import glob
 import json
 import math
 import numbers
@@ -26,7 +27,7 @@ import secrets
 import subprocess
 import sys
 import time
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from copy import deepcopy
 from datetime import datetime, timezone
 from importlib import metadata
@@ -47,16 +48,16 @@ COMM_COLUMNS = ("bytes_sent", "bytes_received", "messages")
 TRACE_FORMATS = (".parquet", ".csv")
 #: key of the run metadata (JSON) in the parquet schema metadata
 META_KEY = b"dpmmbench"
-#: seconds to wait for a Dask scheduler before giving up
-SCHEDULER_TIMEOUT = 5.0
 
 _INT_COLUMNS = ("seed", "workers", "iteration", "n_clusters") + COMM_COLUMNS
+#: the import packages of this distribution (their numba kernels are disk-cached)
+_PACKAGES = ("algorithms", "datasets", "reports", "workflows")
 
 
 # ---- the chain ----------------------------------------------------------------------
 def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=None,
               init_clusters=1, progress=False, labels=None, *, dataset="", workers=1,
-              warmup=True) -> pd.DataFrame:
+              warmup=True, name=None) -> pd.DataFrame:
     """Run ``sampler`` for ``iterations`` steps on ``X`` and return its trace.
 
     Only the sampler's ``init`` and ``step`` calls are timed; scoring happens between them,
@@ -91,6 +92,9 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
     warmup : bool
         First run the sampler briefly on a few points, off the clock (see :func:`warm_up`),
         so that ``time_s`` does not include numba compilation.
+    name : str, optional
+        Value of the ``algorithm`` column (e.g. a workflow variant such as
+        ``"search-decreasing"``); default ``sampler.name``.
 
     Returns
     -------
@@ -114,7 +118,7 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
         warm_up(sampler, X, init_clusters)
 
     rows = []
-    fixed = {"algorithm": sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
+    fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
 
     def record(iteration, state, elapsed):
         z = state.labels
@@ -131,7 +135,7 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
 
     from tqdm.auto import tqdm
 
-    with tqdm(total=iterations, desc=sampler.name, unit="it", file=sys.stderr,
+    with tqdm(total=iterations, desc=name or sampler.name, unit="it", file=sys.stderr,
               disable=not progress, dynamic_ncols=True) as bar:
         start = time.perf_counter()
         state = sampler.init(X, init_clusters=init_clusters, labels=labels)
@@ -197,8 +201,16 @@ def _trace_frame(rows) -> pd.DataFrame:
 
 # ---- one run, by names ------------------------------------------------------------------
 def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_budget=None,
-        alpha=1.0, init_clusters=1, options=None, progress=False, warmup=True):
-    """Run ``algorithm`` on the registered ``dataset`` and return its trace and provenance.
+        alpha=1.0, init_clusters=1, options=None, progress=False, warmup=True, threads=1, name=None,
+        data_file=None):
+    """Run ``algorithm`` on the registered ``dataset`` on Dask; return its trace and provenance.
+
+    Every run goes through :func:`workflows.cluster.dask_client`: an existing cluster
+    (``scheduler`` or ``$DASK_SCHEDULER_ADDRESS``) or an embedded ``LocalCluster`` of
+    ``workers`` processes with ``threads`` threads each, shut down at the end. A serial
+    sampler runs as one task in a worker process (the data are scattered to it); a sampler
+    that supports a backend (``supports_backend``) runs its master loop here and its shards
+    on the workers. Cluster start-up and data transfer are never part of ``time_s``.
 
     Parameters
     ----------
@@ -212,11 +224,12 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
     seed : int
         Seed of the chain (>= 0).
     workers : int
-        Number of Dask workers (>= 1). The Dask backend is not implemented yet: every run
-        computes serially in-process, and ``meta["backend"]`` says so.
+        Number of Dask workers (>= 1): the size of an embedded cluster, and the number of
+        shards of a sharded sampler.
     scheduler : str, optional
         Address of an existing Dask scheduler; defaults to ``$DASK_SCHEDULER_ADDRESS``. An
-        address that does not answer within :data:`SCHEDULER_TIMEOUT` seconds is an error.
+        address that does not answer within :data:`workflows.cluster.SCHEDULER_TIMEOUT`
+        seconds is an error.
     time_budget : float, optional
         Stop once the cumulative sampler time exceeds this many seconds.
     alpha : float
@@ -229,6 +242,14 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
         Show a progress bar on stderr.
     warmup : bool
         Warm the sampler up off the clock first (see :func:`warm_up`).
+    threads : int
+        Threads per embedded worker (>= 1), for Dask and for numba/BLAS inside it.
+    name : str, optional
+        Name of the run in the trace's ``algorithm`` column (e.g. a workflow variant such
+        as ``"search-decreasing"``); default ``algorithm``.
+    data_file : str or os.PathLike, optional
+        ``dataset`` already preprocessed into an ``.npz`` (``python -m datasets preprocess``,
+        the workflow's data rules): read from there instead of being generated or fetched.
 
     Returns
     -------
@@ -236,8 +257,10 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
         See :func:`run_chain`.
     meta : dict
         JSON-serialisable provenance: the run's parameters, the dataset's metadata,
-        iterations actually run, backend, package versions, CPU, git commit, command line
-        and start time (UTC).
+        iterations actually run, backend, the Dask cluster (``dask``: scheduler, dashboard,
+        workers, threads, start-up seconds) and the worker process the chain ran in
+        (``worker``: pid, numba threads and cache use), package versions, CPU, git commit,
+        command line and start time (UTC).
 
     Raises
     ------
@@ -246,33 +269,73 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
     ConnectionError
         The scheduler did not answer.
     """
+    from . import cluster
+
     started = datetime.now(timezone.utc)
+    clock = time.perf_counter()
     iterations = _check_int("iterations", iterations, low=0)
     seed = _check_int("seed", seed, low=0)
     workers = _check_int("workers", workers, low=1)
+    threads = _check_int("threads", threads, low=1)
     init_clusters = _check_int("init_clusters", init_clusters, low=1)
     time_budget = _check_time_budget(time_budget)
     options = dict(options or {})
-    algorithms.get(algorithm)  # an unknown name fails before any data is loaded
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    cls = algorithms.get(algorithm)  # an unknown name fails before any data are loaded
+    address = cluster.scheduler_address(scheduler)
+    if address is not None:
+        cluster.check_address(address)
 
-    import datasets
+    # Data and sampler first: every user error (name, option, value, data file) fails before
+    # a cluster is started.
+    if data_file is None:
+        import datasets
 
-    with open_backend(workers, scheduler) as (backend, backend_meta):
         data = datasets.load(dataset)
-        sampler = algorithms.make(algorithm, family=data.family, alpha=alpha, seed=seed,
-                                  backend=backend, **options)
-        warmup_s = warm_up(sampler, data.X, init_clusters) if warmup else None
-        trace = run_chain(sampler, data.X, data.family, alpha, iterations, truth=data.labels,
-                          time_budget=time_budget, init_clusters=init_clusters, progress=progress,
-                          dataset=data.name, workers=workers, warmup=False)
+    else:
+        from datasets.store import load_file
+
+        data = load_file(Path(data_file), name=dataset)  # checks that it holds `dataset`
+    sampler = algorithms.make(algorithm, family=data.family, alpha=alpha, seed=seed, **options)
+    chain_args = {"alpha": alpha, "iterations": iterations, "truth": data.labels, "time_budget": time_budget,
+                  "init_clusters": init_clusters, "progress": progress, "dataset": data.name, "workers": workers,
+                  "name": name}
+
+    entered = time.perf_counter()
+    with cluster.dask_client(workers=workers, threads=threads, scheduler=address) as client:
+        dask_meta = dict(cluster.describe(client), startup_s=time.perf_counter() - entered)
+        if getattr(cls, "supports_backend", False):
+            # A sharded sampler: its master loop here, its shards resident on the workers
+            # (DESIGN "Execution model").
+            from algorithms.backends import make_backend
+
+            backend = make_backend(workers, client)
+            sampler = algorithms.make(algorithm, family=data.family, alpha=alpha, seed=seed, backend=backend,
+                                      **options)
+            trace, worker_meta = _chain_task(sampler, data.X, data.family, warmup, chain_args)
+            backend_name = backend.describe()
+        else:
+            # A serial sampler: the whole chain is one task in a worker process. The data travel
+            # once, as their own piece of data rather than inside the task (a large task graph
+            # is slow to ship and Dask warns about it).
+            X = client.scatter(data.X, hash=False)
+            future = client.submit(_chain_task, sampler, X, data.family, warmup, chain_args, pure=False,
+                                   key=f"chain-{algorithm}-{seed}-{secrets.token_hex(4)}")
+            trace, worker_meta = future.result()
+            backend_name = "serial: one task in a Dask worker process"
+        finished = time.perf_counter()
+    dask_meta["shutdown_s"] = time.perf_counter() - finished
 
     meta = {
         "algorithm": algorithm,
+        "name": name or algorithm,
         "exact": bool(sampler.exact),
         "options": dict(getattr(sampler, "params", options)),
         "options_given": options,
         "dataset": data.name,
         "dataset_meta": data.meta,
+        "data_file": None if data_file is None else str(data_file),
         "family": repr(data.family),
         "n_points": int(data.family.n_points(data.X)),
         "seed": seed,
@@ -283,9 +346,14 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
         "time_budget": time_budget,
         "time_s": float(trace["time_s"].iloc[-1]),
         "warmup": bool(warmup),
-        "warmup_s": warmup_s,
+        "warmup_s": worker_meta.pop("warmup_s"),
         "workers": workers,
-        **backend_meta,
+        "threads": threads,
+        "backend": backend_name,
+        "scheduler": dask_meta["scheduler"],
+        "dask": dask_meta,
+        "worker": worker_meta,
+        "wall_s": time.perf_counter() - clock,
         "command": list(sys.argv),
         "started_utc": started.isoformat(timespec="seconds"),
         **environment(),
@@ -293,67 +361,39 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
     return trace, meta
 
 
-@contextmanager
-def open_backend(workers, scheduler=None):
-    """Set up where a run computes; yield ``(backend, meta)``.
+def _chain_task(sampler, X, family, warmup, chain_args):
+    """Warm up and run one chain where this is called (a Dask worker for serial samplers);
+    return ``(trace, facts about the process)``. ``chain_args`` are :func:`run_chain`'s
+    keywords (a dict, not ``**kwargs``: ``Client.submit`` owns keywords such as ``workers``)."""
+    warmup_s = warm_up(sampler, family.validate(X), chain_args["init_clusters"]) if warmup else None
+    trace = run_chain(sampler, X, family, warmup=False, **chain_args)
+    return trace, dict(_process_facts(), warmup_s=warmup_s)
 
-    ``backend`` is what :func:`algorithms.make` receives (``None`` = serial, in-process);
-    ``meta`` describes it for the run's provenance. A scheduler (argument or
-    ``$DASK_SCHEDULER_ADDRESS``) is contacted first, so an unreachable cluster fails in
-    seconds rather than after the data are loaded.
 
-    Parameters
-    ----------
-    workers : int
-        Requested number of Dask workers (>= 1).
-    scheduler : str, optional
-        Dask scheduler address, e.g. ``"tcp://10.0.0.5:8786"``.
+def _process_facts() -> dict:
+    """The process a chain ran in: Dask worker address, pid, numba threads, and how many of
+    the package's disk-cached numba kernels were loaded from the cache (``hits``) or had to
+    be compiled (``misses``); kernels compiled without the disk cache are not counted."""
+    import gc
 
-    Raises
-    ------
-    ValueError
-        Malformed address or bad ``workers``.
-    ConnectionError
-        The scheduler did not answer within :data:`SCHEDULER_TIMEOUT` seconds.
-    """
-    workers = _check_int("workers", workers, low=1)
-    address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
-    if address is None:
-        note = "" if workers == 1 else f" ({workers} workers requested; the Dask backend is not implemented yet)"
-        yield None, {"backend": "serial in-process" + note, "scheduler": None}
-        return
+    import numba
+    from numba.core.dispatcher import Dispatcher
 
-    client = _connect(address)
     try:
-        # The Dask backend (sharded state on workers) will be built from `client` here.
-        yield None, {"backend": f"serial in-process (scheduler {address} answered, but the Dask "
-                                "backend is not implemented yet)",
-                     "scheduler": address}
-    finally:
-        client.close()
+        from distributed import get_worker
 
-
-def _connect(address: str):
-    if not isinstance(address, str):
-        raise TypeError(f"scheduler address must be a string, got {address!r}")
-    import distributed
-    from distributed.comm import get_address_host_port, parse_address
-    from distributed.comm.registry import get_backend
-
-    # Check the address before building a Client: a Client that fails on a malformed address
-    # hangs on shutdown and prints a traceback from its destructor.
-    try:
-        scheme, _ = parse_address(address)
-        get_backend(scheme)
-        if scheme in ("tcp", "tls", "ws", "wss"):
-            get_address_host_port(address)
-    except ValueError as exc:
-        raise ValueError(f"bad Dask scheduler address {address!r}: {exc}") from None
-    try:
-        return distributed.Client(address, timeout=SCHEDULER_TIMEOUT, set_as_default=False)
-    except OSError as exc:  # distributed reports its connect timeout as a plain OSError
-        raise ConnectionError(f"Dask scheduler at {address} did not answer within "
-                              f"{SCHEDULER_TIMEOUT:g} s") from exc
+        address = get_worker().address
+    except (ImportError, ValueError):  # not in a Dask worker (the master of a sharded run)
+        address = None
+    hits = misses = 0
+    # Kernels built by factories live in closures and caches, not only as module globals.
+    for obj in gc.get_objects():
+        if (isinstance(obj, Dispatcher) and obj.stats.cache_path is not None
+                and obj.py_func.__module__.split(".")[0] in _PACKAGES):
+            hits += sum(obj.stats.cache_hits.values())
+            misses += sum(obj.stats.cache_misses.values())
+    return {"address": address, "pid": os.getpid(), "numba_threads": numba.get_num_threads(),
+            "numba_cache_hits": hits, "numba_cache_misses": misses}
 
 
 # ---- provenance ------------------------------------------------------------------------
@@ -524,6 +564,29 @@ def atomic_write(path: Path, write):
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def remove_stale_temporaries(path) -> list[Path]:
+    """Delete the temporary files :func:`atomic_write` left next to ``path`` when a writer
+    was killed mid-write (SIGKILL leaves no chance to clean up); return what was deleted.
+
+    Call it only as the one owner of ``path`` (e.g. the job that produces it): a
+    concurrent writer's temporary file would be deleted too.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written with :func:`atomic_write` (its CSV sidecar is covered as well).
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    removed = []
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with suppress(FileNotFoundError):
+            stale.unlink()
+            removed.append(stale)
+    return removed
 
 
 def _json_default(obj):

@@ -1,24 +1,29 @@
 wildcard_constraints:
     dataset=r"[A-Za-z0-9_.-]+",
     algorithm=r"[a-z0-9-]+",
+    workers=r"\d+",
     seed=r"\d+",
 
 
+# One run per job. The job reaches Dask through workflows/cluster.py: the config's
+# dask.scheduler (or $DASK_SCHEDULER_ADDRESS), else a LocalCluster of its own, which is why
+# it claims workers x threads cores. `shell:` + `python -m`, never `script:` (ENGINEERING-NOTES
+# §1.5: spawned Dask workers re-import a `script:` file without its `snakemake` object).
 rule run_chain:
+    input:
+        # a downloaded dataset is fetched and preprocessed once (workflows/data.smk)
+        data=lambda wc: PROCESSED_DATASETS[wc.dataset],
     output:
-        "results/traces/{dataset}/{algorithm}/seed{seed}.parquet",
+        TRACE,
     log:
-        "logs/run/{dataset}/{algorithm}/seed{seed}.log",
+        "logs/run/{dataset}/{algorithm}/w{workers}/seed{seed}.log",
+    threads: run_threads
     params:
-        dataset=lambda wc: config["datasets"][wc.dataset],
-        options=option_args,
-        budget=lambda wc: f"--time-budget {config['time_budget']}" if "time_budget" in config else "",
-    threads: 1
+        args=run_args,
+        python=PYTHON,
     shell:
-        "{PYTHON} -m workflows.cli run --algorithm {wildcards.algorithm} --dataset '{params.dataset}'"
-        " --iterations {config[iterations]} --seed {wildcards.seed} --alpha {config[alpha]}"
-        " --init-clusters {config[init_clusters]} {params.budget} {params.options}"
-        " --no-progress --out {output} > {log} 2>&1"
+        "{params.python} -m workflows.cli run {params.args} --seed {wildcards.seed}"
+        " --workers {wildcards.workers} --no-progress --out {output} > {log} 2>&1"
 
 
 rule summary:
@@ -28,5 +33,7 @@ rule summary:
         "results/summary.csv",
     log:
         "logs/summary.log",
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} -m workflows.cli summarize {input} --out {output} > {log} 2>&1"
+        "{params.python} -m workflows.cli summarize {input} --out {output} > {log} 2>&1"

@@ -22,6 +22,7 @@ is not counted.
 """
 from __future__ import annotations
 
+import io
 import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -33,13 +34,32 @@ import numpy as np
 from ..base import State
 
 
+class _SizingPickler(pickle.Pickler):
+    """Pickles arrays of numpy's built-in dtypes with the canonical dtype object.
+
+    Pickle shares one copy of an object among its references, and numpy dtypes are objects:
+    a freshly made float64 array has numpy's own float64 dtype, one that came out of a
+    deserialisation has a private (equal) copy. Without this, the same data would be counted
+    a few dozen bytes larger once they have crossed the wire (as rows relayed by the master
+    have), so the two backends would count the same payload differently.
+    """
+
+    def reducer_override(self, obj):
+        if type(obj) is np.ndarray:
+            canonical = np.dtype(obj.dtype.str)
+            if obj.dtype is not canonical and canonical.isbuiltin == 1 and canonical == obj.dtype:
+                return obj.view(canonical).__reduce_ex__(5)
+        return NotImplemented
+
+
 def wire_size(obj) -> int:
     """Bytes ``obj`` occupies when serialised to cross the wire.
 
     Pickle protocol 5 with out-of-band buffers: the pickle stream plus the raw bytes of
     every buffer (numpy arrays travel as such buffers). This is what
     ``distributed.protocol.pickle.dumps`` produces for plain data such as arrays, numbers
-    and NamedTuples.
+    and NamedTuples made where they are sent from; the size depends on the data only, not
+    on where their dtype objects came from (see :class:`_SizingPickler`).
 
     Parameters
     ----------
@@ -51,8 +71,9 @@ def wire_size(obj) -> int:
     int
     """
     buffers = []
-    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    return len(head) + sum(b.raw().nbytes for b in buffers)
+    stream = io.BytesIO()
+    _SizingPickler(stream, protocol=5, buffer_callback=buffers.append).dump(obj)
+    return stream.tell() + sum(b.raw().nbytes for b in buffers)
 
 
 def split_offsets(n_points: int, n_shards: int) -> np.ndarray:
@@ -83,6 +104,10 @@ class Shard:
     rng : the shard's own generator
     static : per-run constants the map functions read (e.g. ``{"family": family}``)
     out : the result of the last map function
+    ids : global index (row of the original ``X``) of every row, once rows have moved between
+        shards; ``None`` while the shard still holds its block ``offset, offset + 1, ...``.
+        A map function that moves rows replaces ``X``, ``labels`` and ``ids`` together (new
+        arrays: the old version of the shard must stay intact)
     """
 
     index: int
@@ -92,6 +117,7 @@ class Shard:
     rng: np.random.Generator
     static: Any
     out: Any = None
+    ids: Any = None
 
 
 def make_shard(index: int, offset: int, X, labels, seed: np.random.SeedSequence, static) -> Shard:
@@ -107,7 +133,8 @@ def _copy_generator(rng: np.random.Generator) -> np.random.Generator:
 
 def run_on_shard(fn: Callable, shard: Shard, payload) -> Shard:
     """The next version of ``shard`` after map function ``fn``; ``shard`` itself is untouched."""
-    new = Shard(shard.index, shard.offset, shard.X, shard.labels.copy(), _copy_generator(shard.rng), shard.static)
+    new = Shard(shard.index, shard.offset, shard.X, shard.labels.copy(), _copy_generator(shard.rng), shard.static,
+                ids=shard.ids)
     new.out = fn(new, payload)
     return new
 
@@ -117,8 +144,9 @@ def shard_output(shard: Shard):
     return shard.out
 
 
-def shard_labels(shard: Shard) -> np.ndarray:
-    return shard.labels
+def shard_labels(shard: Shard):
+    """The shard's labels; once its rows have moved between shards, ``(ids, labels)``."""
+    return shard.labels if shard.ids is None else (shard.ids, shard.labels)
 
 
 class Comm:
@@ -160,7 +188,7 @@ class ShardGroup(ABC):
 
     @property
     def sizes(self) -> np.ndarray:
-        """Number of points of every shard."""
+        """Number of points of every shard as created (rows may move later, see ``Shard.ids``)."""
         return np.diff(self.offsets)
 
     # ---- communication counters ------------------------------------------------------
@@ -215,8 +243,34 @@ class ShardGroup(ABC):
         next map; not counted as communication)."""
         if self._labels is None:
             parts = self._gather_labels()
-            self._labels = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+            if any(isinstance(p, tuple) for p in parts):
+                self._labels = self._place_moved_rows(parts)
+            else:
+                self._labels = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
         return self._labels
+
+    def _place_moved_rows(self, parts) -> np.ndarray:
+        """Labels of shards whose rows have moved (``(ids, labels)`` parts; a plain part is
+        a shard that still holds its own block), each put at its point's position. Every
+        point must be on exactly one shard: a lost or duplicated row is an error, never a
+        silently wrong partition."""
+        ids, labels = [], []
+        for i, part in enumerate(parts):
+            if isinstance(part, tuple):
+                ids.append(np.asarray(part[0], dtype=np.int64))
+                labels.append(part[1])
+            else:
+                ids.append(np.arange(self.offsets[i], self.offsets[i] + len(part)))
+                labels.append(part)
+        ids = np.concatenate(ids)
+        N = int(self.offsets[-1])
+        held = np.bincount(ids, minlength=N)
+        if ids.size != N or len(held) != N or held.max(initial=1) > 1:
+            raise RuntimeError(f"the shards hold {ids.size} rows for {N} points ({int((held[:N] == 0).sum())} "
+                               f"missing, {int((held > 1).sum())} duplicated, {int(held[N:].sum())} unknown)")
+        out = np.empty(N, dtype=np.int64)
+        out[ids] = np.concatenate(labels)
+        return out
 
     def close(self):
         """Release the shards."""

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .base import Backend, Pending, ShardGroup, make_shard
+from .base import Backend, Pending, ShardGroup, make_shard, shard_labels
 
 
 class SerialShardGroup(ShardGroup):
@@ -30,7 +30,7 @@ class SerialShardGroup(ShardGroup):
             yield p.index, p.handle
 
     def _gather_labels(self):
-        return [s.labels for s in self._shards]
+        return [shard_labels(s) for s in self._shards]
 
     def close(self):
         self._shards = []

@@ -269,6 +269,21 @@ class NormalInverseWishart(Family):
         _refresh_all(table, self.kernel_hyper())
         return table
 
+    def kernel_table_from_stats(self, stats):
+        """The kernels' table of clusters given by their statistics (one slot per row; an
+        empty row is a free slot): a sweep can then start from clusters holding points it
+        does not see, e.g. other workers' shares (Wang & Lin, SPEC §8.2). Same layout as
+        :meth:`kernel_table`; the size term is tabulated up to the table's total size."""
+        D = self.dim
+        n = np.rint(stats.n).astype(np.int64)
+        kappa, nu, m, L = self.posterior(stats)
+        dof = self.nu0 + np.arange(int(n.sum()) + 1) - D + 1.0
+        size_term = gammaln((dof + D) / 2.0) - gammaln(dof / 2.0) - 0.5 * D * np.log(dof * np.pi)
+        table = (n, kappa.copy(), np.ascontiguousarray(m), np.ascontiguousarray(L),
+                 np.empty(len(n)), np.empty(D), size_term, np.empty(D * D + D + 2))
+        _refresh_all(table, self.kernel_hyper())
+        return table
+
 
 # ---- numba kernels: table = (n, kappa, mean, chol, const, scratch, size_term, saved) -----
 

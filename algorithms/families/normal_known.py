@@ -136,6 +136,12 @@ class NormalKnownCovariance(Family):
         st = self.stats(X, labels, capacity)
         return (st.n.astype(np.int64), np.ascontiguousarray(st.s1))
 
+    def kernel_table_from_stats(self, stats):
+        """The kernels' table of clusters given by their statistics (one slot per row; an
+        empty row is a free slot): a sweep can then start from clusters holding points it
+        does not see, e.g. other workers' shares (Wang & Lin, SPEC §8.2)."""
+        return (np.rint(stats.n).astype(np.int64), np.array(stats.s1, dtype=np.float64, order="C"))
+
 
 # ---- numba kernels: table = (n, sum of centred x) ---------------------------------------
 

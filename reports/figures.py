@@ -1,0 +1,300 @@
+"""The report's figures, in seaborn's style, on matplotlib ``Figure`` objects, rendered to PNG.
+
+No pyplot and no global style: figures are built as :class:`matplotlib.figure.Figure`
+(rendered by Agg on ``savefig``) inside seaborn/matplotlib style contexts, so importing or
+calling this module changes no global state, and the same inputs give the same bytes (PNG
+written without the "Software" metadata key).
+
+Every function takes the tidy trace frame of the report (one row per run and iteration, with
+the report's ``label`` column naming the line) and ``styles`` from :func:`palette` (label ->
+colour and dash pattern), so an algorithm looks the same in every figure.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+
+#: what the lines and bands show
+BAND_TEXT = "lines: median over seeds; bands: range (min to max) over seeds"
+#: points of the common time grid that chains of different speeds are compared on
+TIME_GRID_POINTS = 80
+#: the log joint axes may hide this lowest fraction of the values after the first step
+CROP_QUANTILE = 0.05
+DPI = 100
+
+#: (trace column, axis label) of the rows of the convergence figure
+_ROWS = (("log_joint", "log joint p(x, z) (nats)"),
+         ("vi", "VI to ground truth (nats)"),
+         ("n_clusters", "number of clusters"))
+
+
+@contextmanager
+def _style():
+    import matplotlib
+    import seaborn as sns
+
+    # Styles apply to figures built inside the context only; hashsalt pins SVG ids should
+    # anyone switch the output format.
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9), \
+            matplotlib.rc_context({"svg.hashsalt": "dpmmbench", "figure.dpi": DPI}):
+        yield
+
+
+def palette(labels) -> dict:
+    """A fixed (colour, dash pattern) per label, in the order given.
+
+    Colours cycle through tab10; the dash pattern (solid, dashed, dotted) changes from one
+    label to the next, so neighbours in the legend (often variants of one algorithm that
+    overlap) stay distinguishable, and labels past the tenth differ from the first ten.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        Every label of the report, in display order.
+
+    Returns
+    -------
+    dict
+        label -> ``(rgb, dashes)``; ``dashes`` is ``""`` (solid) or an on/off sequence.
+    """
+    import seaborn as sns
+
+    labels = list(labels)
+    colours = sns.color_palette("tab10", 10)
+    dashes = ("", (4, 1.6), (1.2, 1.2))
+    return {label: (colours[i % 10], dashes[(i + i // 10) % 3]) for i, label in enumerate(labels)}
+
+
+def png_bytes(fig) -> bytes:
+    """Render a matplotlib figure to PNG bytes (no timestamp or software metadata)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def on_time_grid(frame: pd.DataFrame, value: str, points: int = TIME_GRID_POINTS) -> pd.DataFrame:
+    """Resample each chain's ``value`` onto a time grid shared by the seeds of its label.
+
+    Seeds of one algorithm finish their iterations at different times, so their raw points
+    never share an x value and no band over seeds could be drawn. At grid time t a chain's
+    value is that of its last iteration completed by t: the state a user stopping at t would
+    hold (a chain that has already finished holds its final state; one still in its
+    initialisation has none yet and is left out).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Trace rows with ``label``, ``seed``, ``time_s`` and ``value`` columns.
+    value : str
+        Column to resample.
+    points : int
+        Grid size; the grid is geometric (time axes are logarithmic), from the label's
+        earliest record to its latest.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``label``, ``seed``, ``time_s``, ``value``.
+    """
+    out = []
+    for label, group in frame.groupby("label", sort=False):
+        times = group["time_s"].to_numpy(float)
+        lo = max(times.min(), 1e-6)
+        hi = max(times.max(), lo)
+        grid = np.unique(np.geomspace(lo, hi, points)) if hi > lo else np.array([lo])
+        for seed, chain in group.groupby("seed", sort=False):
+            chain = chain.sort_values("time_s", kind="stable")
+            t, y = chain["time_s"].to_numpy(float), chain[value].to_numpy(float)
+            idx = np.searchsorted(t, grid, side="right") - 1
+            started = idx >= 0
+            out.append(pd.DataFrame({"label": label, "seed": seed, "time_s": grid[started], value: y[idx[started]]}))
+    if not out:
+        return pd.DataFrame(columns=["label", "seed", "time_s", value])
+    return pd.concat(out, ignore_index=True)
+
+
+def over_seeds(frame: pd.DataFrame, x: str, value: str) -> pd.DataFrame:
+    """Median, minimum and maximum of ``value`` over the seeds of each label at each ``x``.
+
+    Vectorised (one groupby): seaborn's own estimator runs Python code per point and costs
+    seconds per figure on the default grid.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``label``, ``x``, ``median``, ``min``, ``max``, sorted by label and x.
+    """
+    stats = frame.groupby(["label", x], sort=True)[value].agg(["median", "min", "max"])
+    return stats.reset_index()
+
+
+def _focus_log_joint(ax, frame: pd.DataFrame) -> bool:
+    """Crop the log joint axis to where the chains go; return whether it cropped.
+
+    Chains start from one cluster, far below where they finish; on the full range the
+    differences that matter (a few hundred nats between a stuck chain and the plateau) would
+    be flat lines. The axis keeps every label's final median and all but the lowest
+    :data:`CROP_QUANTILE` of the values after the first step in view, with a margin.
+    """
+    last = frame.sort_values("iteration").groupby(["label", "seed"], sort=False)["log_joint"].last()
+    finals = last.groupby(level="label", sort=False).median()
+    stepped = frame.loc[frame["iteration"] > 0, "log_joint"]
+    bottom = min(float(finals.min()), float(stepped.quantile(CROP_QUANTILE)) if len(stepped) else np.inf)
+    top = float(frame["log_joint"].max())
+    span = top - bottom
+    if not np.isfinite(span):
+        return False
+    if span <= 0:
+        span = max(abs(top) * 1e-3, 1.0)
+    lower = bottom - 0.1 * span
+    if lower <= float(frame["log_joint"].min()):
+        return False  # nothing would be cropped
+    ax.set_ylim(lower, top + 0.06 * span)
+    return True
+
+
+def _lines(ax, stats, x, order, styles, step):
+    """Median line and min-max band per label.
+
+    Drawn with matplotlib directly: the summary is already computed (:func:`over_seeds`),
+    and ``seaborn.lineplot`` would add a second of bookkeeping per figure for nothing.
+    """
+    for label, band in stats.groupby("label", sort=False):
+        if label not in styles:
+            continue
+        colour, dashes = styles[label]
+        line, = ax.plot(band[x], band["median"], color=colour, linewidth=1.5,
+                        drawstyle="steps-post" if step else "default", zorder=3)
+        if dashes:
+            line.set_dashes(dashes)
+        ax.fill_between(band[x], band["min"], band["max"], color=colour, alpha=0.16, linewidth=0,
+                        step="post" if step else None, zorder=2)
+
+
+def convergence_figure(frame: pd.DataFrame, order, styles, with_truth: bool) -> tuple[bytes, bool]:
+    """Log joint, VI (if ``with_truth``) and clusters against iteration and sampler time.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Trace rows of one dataset (columns ``label``, ``seed``, ``iteration``, ``time_s``,
+        ``log_joint``, ``vi``, ``n_clusters``).
+    order : sequence of str
+        Labels to draw, in legend order.
+    styles : dict
+        label -> (colour, dashes) (see :func:`palette`).
+    with_truth : bool
+        Draw the VI row.
+
+    Returns
+    -------
+    png : bytes
+    cropped : bool
+        Whether the log joint axes were cropped to the final values (say so in the caption).
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    rows = [r for r in _ROWS if with_truth or r[0] != "vi"]
+    order = [label for label in order if label in set(frame["label"])]
+    cropped = False
+    with _style():
+        fig = Figure(figsize=(11.5, 3.2 * len(rows) + 0.3), layout="constrained")
+        axes = fig.subplots(len(rows), 2, squeeze=False)
+        for (column, ylabel), (ax_it, ax_t) in zip(rows, axes):
+            data = frame[["label", "seed", "iteration", "time_s", column]].dropna(subset=[column])
+            _lines(ax_it, over_seeds(data, "iteration", column), "iteration", order, styles, step=False)
+            _lines(ax_t, over_seeds(on_time_grid(data, column), "time_s", column), "time_s", order, styles, step=True)
+            ax_t.set_xscale("log")
+            ax_it.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax_it.set_xlabel("iteration")
+            ax_t.set_xlabel("sampler time (s, log scale)")
+            for ax in (ax_it, ax_t):
+                ax.set_ylabel(ylabel)
+                if column == "log_joint":
+                    cropped = _focus_log_joint(ax, data) or cropped
+                elif column == "n_clusters" and data[column].max() > 50:
+                    ax.set_yscale("log")
+                elif column == "n_clusters":
+                    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _legend(fig, order, styles)
+        return png_bytes(fig), cropped
+
+
+def step_time_figure(steps: pd.DataFrame, order, styles) -> bytes:
+    """Box plot of seconds per iteration, one box per label (all seeds pooled).
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        Columns ``label`` and ``step_s`` (seconds of one iteration, > 0).
+    order, styles
+        As for :func:`convergence_figure`.
+    """
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    order = [label for label in order if label in set(steps["label"])]
+    with _style():
+        fig = Figure(figsize=(8.5, 1.2 + 0.36 * len(order)), layout="constrained")
+        ax = fig.subplots()
+        with warnings.catch_warnings():
+            # seaborn 0.13 passes matplotlib 3.11's deprecated ``vert``; nothing to act on here
+            warnings.filterwarnings("ignore", message=".*vert: bool was deprecated", category=DeprecationWarning)
+            sns.boxplot(data=steps, x="step_s", y="label", hue="label", order=order, hue_order=order,
+                        palette={k: styles[k][0] for k in order}, log_scale=True, ax=ax, legend=False,
+                        fliersize=2, linewidth=0.9)
+        ax.set_xlabel("time per iteration (s, log scale)")
+        ax.set_ylabel("")
+        return png_bytes(fig)
+
+
+def speedup_workers_figure(table: pd.DataFrame, styles, reference: str) -> bytes:
+    """Speed-up relative to ``reference`` against the number of workers.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Columns ``variant``, ``workers``, ``speedup`` (NaN where the target was not reached).
+    styles : dict
+        label -> (colour, dashes); a variant's single-worker label is the variant itself.
+    reference : str
+        Name of the reference algorithm (axis label).
+    """
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    data = table.dropna(subset=["speedup"])
+    order = list(dict.fromkeys(data["variant"]))
+    with _style():
+        fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+        ax = fig.subplots()
+        sns.lineplot(data=data, x="workers", y="speedup", hue="variant", hue_order=order,
+                     palette={v: styles[v][0] if v in styles else "0.3" for v in order},
+                     estimator=None, errorbar=None, marker="o", ax=ax)
+        ax.axhline(1.0, color="0.4", linewidth=0.9, linestyle=":")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(set(data["workers"])), [str(w) for w in sorted(set(data["workers"]))])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("workers")
+        ax.set_ylabel(f"speed-up w.r.t. {reference} (×)")
+        ax.legend(title="algorithm", frameon=False)
+        return png_bytes(fig)
+
+
+def _legend(fig, order, styles):
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for label in order:
+        colour, dashes = styles[label]
+        line = Line2D([], [], color=colour, linewidth=2.0, label=label)
+        if dashes:
+            line.set_dashes(dashes)
+        handles.append(line)
+    fig.legend(handles=handles, loc="outside right upper", frameon=False, title="algorithm")

@@ -1,0 +1,403 @@
+"""The HTML comparison report: built from real traces of tiny runs, checked for its sections,
+its numbers (recomputed here from the traces), self-containment, determinism, and rendered
+in a real headless Chromium (no console errors, every figure decodes and has a size)."""
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import algorithms
+import datasets
+from reports import claims
+from reports.report import build_report, load_runs
+from workflows import driver
+from workflows.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = "synth-chang2013?n=200"
+ALGORITHMS = ("gibbs", "subc", "search")
+SEEDS = (0, 1)
+ITERATIONS = 4
+#: per dataset, convergence panels and time per iteration; speed-up against workers once
+FIGURES = 2 * 2 + 1
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1280,900")
+
+
+# ---- inputs: real traces of tiny runs ----------------------------------------------------
+@pytest.fixture(scope="module")
+def scheduler():
+    """One in-process Dask cluster for every run of this module (the driver runs each chain as
+    a Dask task; an embedded cluster per run would cost seconds each)."""
+    import distributed
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory, scheduler):
+    """Trace files of real runs: 3 algorithms x 2 seeds on labelled synthetic data, gibbs on
+    the same points without their labels, gibbs on 2 workers, and (when registered) the
+    sharded slice sampler on 2 workers, which reports the bytes its shards exchange."""
+    out = tmp_path_factory.mktemp("traces")
+    paths = []
+    for algorithm in ALGORITHMS:
+        for seed in SEEDS:
+            trace, meta = driver.run(algorithm, DATA, ITERATIONS, seed=seed, scheduler=scheduler)
+            paths.append(driver.write_trace(trace, out / "chang" / algorithm / f"seed{seed}.parquet", meta))
+
+    data = datasets.load(DATA)
+    for seed in SEEDS:  # no ground truth: the report must leave VI out
+        sampler = algorithms.make("gibbs", family=data.family, seed=seed)
+        trace = driver.run_chain(sampler, data.X, data.family, 1.0, ITERATIONS, dataset="unlabelled-blobs")
+        meta = {"algorithm": "gibbs", "options": sampler.params, **driver.environment()}
+        paths.append(driver.write_trace(trace, out / "unlabelled" / "gibbs" / f"seed{seed}.csv", meta))
+
+    # the serial gibbs chain of seed 0 again, on a 2-worker cluster: speed-up against workers
+    trace, meta = driver.run("gibbs", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler)
+    paths.append(driver.write_trace(trace, out / "chang" / "gibbs-2w" / "seed0.parquet", meta))
+
+    if "slice-mr" in algorithms.available():
+        trace, meta = driver.run("slice-mr", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler)
+        paths.append(driver.write_trace(trace, out / "chang" / "slice-mr" / "seed0.parquet", meta))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def config():
+    return yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def report(traces, config, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "results" / "report" / "index.html"
+    start = time.perf_counter()
+    build_report(traces, out, config=config)
+    return out, time.perf_counter() - start
+
+
+class Page(HTMLParser):
+    """Tags with their attributes, section ids, and the text of each section."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.tags, self.sections, self._section = [], {}, None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag == "section":
+            self._section = attrs.get("id")
+            self.sections[self._section] = ""
+
+    def handle_data(self, data):
+        if self._section is not None:
+            self.sections[self._section] += data
+
+
+def png_size(data: bytes):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+# ---- the file ------------------------------------------------------------------------------
+def test_sections_figures_and_speed(report, traces):
+    out, seconds = report
+    page = Page(out.read_text(encoding="utf-8"))
+    assert list(page.sections) == ["claims", "dataset-0", "dataset-1", "communication", "search", "environment"]
+    assert DATA in page.sections["dataset-0"] and "Ground truth available" in page.sections["dataset-0"]
+    assert "unlabelled-blobs" in page.sections["dataset-1"] and "No ground truth" in page.sections["dataset-1"]
+    for paper in ("Chang & Fisher 2013", "Daumé 2007", "Wang & Lin 2017"):
+        assert paper in page.sections["claims"]
+
+    images = [attrs for tag, attrs in page.tags if tag == "img"]
+    assert len(images) == FIGURES
+    for attrs in images:
+        assert attrs["src"].startswith("data:image/png;base64,") and attrs["alt"]
+        width, height = png_size(base64.b64decode(attrs["src"].split(",", 1)[1]))
+        assert width > 300 and height > 100
+    assert seconds < 30, f"report took {seconds:.1f} s for {len(traces)} traces"
+
+
+def test_no_external_resources(report):
+    text = report[0].read_text(encoding="utf-8")
+    page = Page(text)
+    for tag, attrs in page.tags:
+        assert tag not in ("link", "script", "iframe", "object", "embed"), tag
+        if "src" in attrs:
+            assert attrs["src"].startswith("data:"), attrs["src"][:80]
+        if "href" in attrs:  # in-page anchors, or the relative link to the asv results
+            assert not attrs["href"].lower().startswith(("http:", "https:", "//", "file:")), attrs["href"]
+    assert "@import" not in text and "url(" not in text
+    assert "http://" not in text and "https://" not in text
+
+
+def test_numbers_come_from_the_traces(report, traces):
+    text = report[0].read_text(encoding="utf-8")
+    chains = {str(p): driver.read_trace(p)[0] for p in traces}
+    gibbs = [t for t in chains.values()
+             if t["algorithm"].iloc[0] == "gibbs" and t["dataset"].iloc[0] == DATA and t["workers"].iloc[0] == 1]
+    assert len(gibbs) == len(SEEDS)
+    target = min(t["log_joint"].max() for t in gibbs)  # the level every gibbs chain reached
+    assert f"log joint &ge; {target:,.1f} nats" in text
+
+    pushed = [t["states_pushed"].sum() for t in chains.values() if t["algorithm"].iloc[0] == "search"]
+    assert f"{np.median(pushed):,.0f}" in Page(text).sections["search"]
+
+    talking = [t for t in chains.values() if t["bytes_sent"].iloc[1:].sum() > 0]
+    communication = Page(text).sections["communication"]
+    if talking:
+        assert "Wang & Lin 2017, Table 1" in communication and "slice-mr (2 workers)" in communication
+    else:
+        assert "No run sent any bytes" in communication
+
+
+def test_claims_are_measured_or_say_what_is_missing(traces):
+    frame, runs = load_runs(traces)
+    chang, daume, wang = claims.check_claims(frame, runs)
+
+    # Chang & Fisher: subc and gibbs ran on their synthetic data, fsd and gibbs-supercluster did not
+    assert chang.verdict in (claims.HELD, claims.FAILED)
+    assert "fsd" in chang.summary and "gibbs-supercluster" in chang.summary and "not in this grid" in chang.summary
+    plateau = runs.loc[runs["dataset"] == DATA, "final_log_joint"].max()
+    assert f"plateau {plateau:,.1f} nats" in chang.summary
+
+    # Daumé: the search against each gibbs label at the search's finishing time, recomputed here
+    search = runs[(runs["algorithm"] == "search") & (runs["dataset"] == DATA)]
+    at, found = search["search_s"].median(), search["final_log_joint"].median()
+    comparisons = []
+    for label in ("gibbs", "gibbs (2 workers)"):
+        values, ended = [], []
+        for run in runs.loc[(runs["label"] == label) & (runs["dataset"] == DATA), "run"]:
+            chain = frame[frame["run"] == run].sort_values("iteration")
+            done = chain[chain["time_s"] <= at]
+            values.append((done if len(done) else chain.iloc[:1])["log_joint"].iloc[-1])
+            ended.append(chain["time_s"].iloc[-1])
+        row = daume.table[daume.table["algorithm"] == label].iloc[0]
+        assert row["log joint at that time"] == pytest.approx(np.median(values))
+        if max(ended) >= at:  # the chain ran at least as long as the search: a fair comparison
+            comparisons.append(found > np.median(values))
+    expected = claims.UNCHECKED if not comparisons else claims.HELD if all(comparisons) else claims.FAILED
+    assert daume.verdict == expected
+
+    # Wang & Lin: no consolidation sampler communicated, and the summary says why
+    assert wang.verdict == claims.UNCHECKED
+    assert "cons-prog" in wang.summary and "auxvar" in wang.summary
+
+
+def test_same_inputs_same_bytes_and_the_cli(report, traces, tmp_path, capsys):
+    out = tmp_path / "results" / "report" / "index.html"  # as deep as the fixture's: same relative links
+    args = ["report", *map(str, traces), "--out", str(out), "--config", str(ROOT / "workflows/config/smoke.yaml")]
+    assert main(args) == 0
+    assert "report on" in capsys.readouterr().out
+    assert out.read_bytes() == report[0].read_bytes()
+    assert "chang2013-tiny" in Page(out.read_text(encoding="utf-8")).sections["environment"]
+    assert [p.name for p in out.parent.iterdir()] == ["index.html"]  # no temporary file left
+
+
+def test_asv_results_are_linked_when_present(traces, tmp_path):
+    asv = tmp_path / "repo" / ".asv" / "html" / "index.html"
+    out = tmp_path / "repo" / "results" / "report" / "index.html"
+    build_report(traces[:2], out, asv_html=asv)
+    assert "asv results</a>" not in out.read_text(encoding="utf-8")
+    asv.parent.mkdir(parents=True)
+    asv.write_text("<html></html>")
+    build_report(traces[:2], out, asv_html=asv)
+    links = [attrs["href"] for tag, attrs in Page(out.read_text(encoding="utf-8")).tags
+             if tag == "a" and not attrs["href"].startswith("#")]
+    assert links == ["../../.asv/html/index.html"] and (out.parent / links[0]).resolve() == asv.resolve()
+
+
+def test_bad_inputs_are_named(traces, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    missing = tmp_path / "nope.parquet"
+    with pytest.raises(FileNotFoundError, match="nope.parquet"):
+        build_report([traces[0], missing], out)
+    with pytest.raises(ValueError, match="no trace files"):
+        build_report([], out)
+    with pytest.raises(ValueError, match="same run"):
+        build_report([traces[0], traces[0]], out)
+    with pytest.raises(ValueError, match=r"\.html"):
+        build_report(traces[:1], tmp_path / "r.pdf")
+    assert main(["report", str(traces[0]), "--out", str(out), "--config-json", "[1, 2]"]) == 2
+    assert "mapping" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+# ---- the real browser ----------------------------------------------------------------------
+class Chromium:
+    """Headless Chromium driven over the DevTools protocol on a pipe (stdlib only).
+
+    ``--remote-debugging-pipe`` makes Chromium read commands on fd 3 and write replies and
+    events on fd 4, as NUL-terminated JSON, so no WebSocket client or driver binary is needed.
+    """
+
+    def __init__(self, executable, profile: Path, log: Path, timeout=60.0):
+        commands_r, self._commands = os.pipe()
+        self._replies, replies_w = os.pipe()
+        # Copies numbered >= 10, so that moving them to 3 and 4 cannot clobber one another; a
+        # tiny Python trampoline does the move (dash's redirections take single-digit fds only).
+        child_r, child_w = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (commands_r, replies_w))
+        trampoline = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); " \
+                     "os.execv(sys.argv[3], sys.argv[3:])"
+        with open(log, "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-c", trampoline, str(child_r), str(child_w), executable,
+                                          *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
+                                          "about:blank"],
+                                         pass_fds=(child_r, child_w), stdin=subprocess.DEVNULL,
+                                         stdout=err, stderr=err)
+        for fd in (commands_r, replies_w, child_r, child_w):
+            os.close(fd)
+        self.deadline = time.monotonic() + timeout
+        self.events, self._replies_by_id, self._buffer, self._id = [], {}, b"", 0
+
+    def send(self, method, params=None, session=None):
+        """Send a command and return its result (raises on a protocol error)."""
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        while self._id not in self._replies_by_id:
+            self._pump()
+        reply = self._replies_by_id.pop(self._id)
+        if "error" in reply:
+            raise RuntimeError(f"DevTools error for {method}: {reply['error']}")
+        return reply.get("result", {})
+
+    def wait_event(self, method):
+        """Wait until an event named ``method`` has arrived; return it."""
+        while True:
+            for event in self.events:
+                if event.get("method") == method:
+                    return event
+            self._pump()
+
+    def _pump(self):
+        left = self.deadline - time.monotonic()
+        if left <= 0 or not select.select([self._replies], [], [], left)[0]:
+            raise TimeoutError("Chromium did not answer in time")
+        chunk = os.read(self._replies, 1 << 16)
+        if not chunk:
+            raise RuntimeError("Chromium closed the DevTools pipe")
+        self._buffer += chunk
+        *messages, self._buffer = self._buffer.split(b"\0")
+        for raw in messages:
+            message = json.loads(raw)
+            if "id" in message:
+                self._replies_by_id[message["id"]] = message
+            else:
+                self.events.append(message)
+
+    def close(self):
+        try:
+            os.write(self._commands, json.dumps({"id": 0, "method": "Browser.close"}).encode() + b"\0")
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            os.close(self._commands)
+            os.close(self._replies)
+
+
+# Resolves to what every figure looks like once decoded: size in pixels and on the page.
+FIGURES_JS = """
+Promise.all([...document.images].map(img => img.decode().then(() => true, () => false))).then(decoded => ({
+  images: [...document.images].map((img, i) => {
+    const box = img.getBoundingClientRect();
+    return {decoded: decoded[i], complete: img.complete, natural: [img.naturalWidth, img.naturalHeight],
+            box: [box.width, box.height], alt: img.alt};
+  }),
+  svgs: [...document.querySelectorAll("svg")].map(svg => {
+    const box = svg.getBoundingClientRect();
+    return {box: [box.width, box.height]};
+  }),
+  sections: [...document.querySelectorAll("section")].map(s => s.id),
+  title: document.title,
+}))
+"""
+
+
+def open_in_chromium(path: Path, tmp_path: Path) -> dict:
+    """Load ``path`` in headless Chromium; return what :data:`FIGURES_JS` saw, the console and
+    page errors, and every URL the page requested."""
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("Chromium is not installed: install the Debian package 'chromium' "
+                    "(apt-get install chromium) to run the report's browser check")
+    log = tmp_path / "chromium.log"
+    browser = Chromium(executable, tmp_path / "profile", log)
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Runtime", "Log", "Network", "Page"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Page.navigate", {"url": path.as_uri()}, session=session)
+        browser.wait_event("Page.loadEventFired")
+        result = browser.send("Runtime.evaluate", {"expression": FIGURES_JS, "awaitPromise": True,
+                                                   "returnByValue": True}, session=session)
+    except (TimeoutError, RuntimeError) as exc:
+        raise AssertionError(f"{exc}; Chromium log:\n{log.read_text(errors='replace')[-3000:]}") from None
+    finally:
+        browser.close()
+    assert "exceptionDetails" not in result, result
+
+    def is_error(event):
+        method, params = event.get("method"), event.get("params", {})
+        return (method == "Runtime.exceptionThrown"
+                or (method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"))
+                or (method == "Log.entryAdded" and params["entry"].get("level") == "error"))
+
+    return {"page": result["result"]["value"], "errors": [e for e in browser.events if is_error(e)],
+            "requests": [e["params"]["request"]["url"] for e in browser.events
+                         if e.get("method") == "Network.requestWillBeSent"]}
+
+
+def test_report_renders_in_headless_chromium(report, tmp_path):
+    seen = open_in_chromium(report[0], tmp_path)
+    page = seen["page"]
+    assert page["title"] == "dpmmbench comparison report"
+    assert page["sections"] == ["claims", "dataset-0", "dataset-1", "communication", "search", "environment"]
+    assert len(page["images"]) == FIGURES
+    for image in page["images"]:
+        assert image["decoded"] and image["complete"], image["alt"]
+        assert min(image["natural"]) > 0 and min(image["box"]) > 0, image
+    for svg in page["svgs"]:
+        assert min(svg["box"]) > 0, svg
+    assert not seen["errors"], seen["errors"]
+    assert seen["requests"] and all(url.startswith(("file:", "data:")) for url in seen["requests"]), seen["requests"]
+
+
+def test_browser_check_sees_a_broken_page(tmp_path):
+    """The same check on a page with a corrupt figure, a script error and an external style
+    sheet: each is caught, so the check above is not vacuous."""
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><head><title>x</title>"
+                    "<link rel='stylesheet' href='http://127.0.0.1:9/style.css'></head><body>"
+                    "<img alt='corrupt' src='data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=='>"
+                    "<script>console.error('figure failed'); undefinedFunction();</script></body></html>")
+    seen = open_in_chromium(page, tmp_path)
+    image, = seen["page"]["images"]
+    assert not image["decoded"] and image["natural"] == [0, 0]
+    methods = {e["method"] for e in seen["errors"]}
+    assert {"Runtime.consoleAPICalled", "Runtime.exceptionThrown"} <= methods
+    assert any(url.startswith("http:") for url in seen["requests"])

@@ -1,0 +1,120 @@
+"""The sub-cluster sampler across workers (``subc`` with a backend): labels and sub-labels
+sampled on the shards, splits and merges decided by the master from statistics; the chain
+finds the synthetic clusters, the master's statistics always equal a recomputation from the
+shards' labels (through splits, merges, restarts, random proposals and the sequential
+fallback), runs are reproducible, a steady iteration costs one map of statistics, and a real
+Dask cluster gives the labels and traffic of the serial shards. Without a backend ``subc``
+is the in-process sampler, unchanged."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import PROBLEMS
+from test_auxvar import dask_client  # noqa: F401  (the 2-worker LocalCluster fixture)
+
+import algorithms
+import datasets
+from algorithms.backends import DaskBackend, SerialBackend
+from algorithms.subcluster import ShardedSubclusterState, SubclusterState
+
+
+def run(X, family, backend, seed=0, steps=10, init_clusters=1, alpha=1.0, check=True, **options):
+    """Labels, sub-labels and info after every step; checks the master's statistics against
+    a recomputation from the gathered labels after each one."""
+    s = algorithms.make("subc", family=family, alpha=alpha, seed=seed, backend=backend, **options)
+    state = s.init(X, init_clusters=init_clusters)
+    trace = [(state.labels.copy(), state.sublabels.copy(), dict(state.info))]
+    for _ in range(steps):
+        state = s.step(state)
+        labels, sublabels = state.labels, state.sublabels
+        if check:
+            K = len(state.splittable)
+            np.testing.assert_array_equal(np.unique(labels), np.arange(K))
+            for got, want in zip(state.sub_stats, family.stats(X, 2 * labels + sublabels, 2 * K)):
+                np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+        trace.append((labels.copy(), sublabels.copy(), dict(state.info)))
+    return trace, state
+
+
+def test_without_a_backend_subc_is_the_in_process_sampler():
+    X, fam, alpha = PROBLEMS["known-1d"]()
+    s = algorithms.make("subc", family=fam, alpha=alpha)
+    assert s.backend is None and type(s.init(X)) is SubclusterState
+    sharded = algorithms.make("subc", family=fam, alpha=alpha, backend=SerialBackend(2))
+    assert isinstance(sharded.init(X), ShardedSubclusterState)
+    for name in ("subc-supc", "subc-supc-approx"):
+        with pytest.raises(ValueError, match="in-process only"):
+            algorithms.make(name, family=fam, backend=SerialBackend(2))
+
+
+def test_splits_from_one_cluster_on_two_shards():
+    """As the in-process test does (tests/test_subcluster.py): Chang & Fisher's synthetic set
+    at 3,000 points, from a single cluster, on two shards."""
+    ds = datasets.load("synth-chang2013?n=3000")
+    trace, state = run(ds.X, ds.family, SerialBackend(2), steps=60)
+    accepted = sum(info["accepted_splits"] for _, _, info in trace[1:])
+    assert accepted >= 5 and len(np.unique(state.labels)) >= 8
+
+
+@pytest.mark.parametrize("options", [{"random_split_prob": 0.5}, {"merges": "pairwise", "burnin": "none"},
+                                     {"subcluster_init": "random", "burnin": "first-nonincrease"}],
+                         ids=["random-moves", "pairwise", "random-init"])
+@pytest.mark.parametrize("label", sorted(PROBLEMS))
+def test_statistics_follow_every_move(label, options):
+    """On the tiny problems every kind of move happens within a few dozen steps, also the
+    sequential sweep after a parallel draw that emptied a cluster; three shards, so one
+    cluster spans several. The recomputation is checked after every step (in ``run``)."""
+    X, fam, alpha = PROBLEMS[label]()
+    trace, _ = run(X, fam, SerialBackend(3), seed=2, steps=60, init_clusters=3, alpha=alpha, **options)
+    totals = {k: sum(info[k] for _, _, info in trace[1:])
+              for k in ("accepted_splits", "accepted_merges", "sequential_label_sweep")}
+    assert all(v > 0 for v in totals.values()), totals
+
+
+def test_same_seed_and_workers_give_the_same_trace():
+    ds = datasets.load("synth-wang2017?n_clusters=10&scale=0.02")
+    a, _ = run(ds.X, ds.family, SerialBackend(2), steps=15, check=False, burnin="first-nonincrease")
+    b, _ = run(ds.X, ds.family, SerialBackend(2), steps=15, check=False, burnin="first-nonincrease")
+    for (la, sa, ia), (lb, sb, ib) in zip(a, b):
+        np.testing.assert_array_equal(la, lb)
+        np.testing.assert_array_equal(sa, sb)
+        assert ia == ib
+    other, _ = run(ds.X, ds.family, SerialBackend(2), seed=1, steps=15, check=False, burnin="first-nonincrease")
+    assert any(not np.array_equal(x[0], y[0]) for x, y in zip(a, other))
+
+
+def test_a_steady_iteration_is_one_map_of_statistics():
+    """Started at the true labels of Wang & Lin's set (a 13k-point draw), no sub-cluster
+    empties and no split is accepted, so an iteration is one map: the weights and parameters
+    go down, the per-sub-cluster statistics come back, of a size set by K and D only; the
+    points never move. (On smaller draws with 10-50 points per cluster sub-clusters often
+    empty; their restarts cost one or two maps more.)"""
+    ds = datasets.load("synth-wang2017?scale=0.1")
+    M, D = 2, ds.family.dim
+    s = algorithms.make("subc", family=ds.family, alpha=1.0, seed=0, backend=SerialBackend(M), random_moves=0)
+    state = s.init(ds.X, labels=ds.labels)
+    assert state.info["bytes_sent"] > ds.X.nbytes  # creating the shards ships the rows once
+    for _ in range(5):
+        state = s.step(state)
+        info = state.info
+        K = info["n_clusters"]
+        assert info["messages"] == 2 * M and info["accepted_splits"] == 0
+        # down: K weights and means, 2K sub-weights and sub-means; up: 2K x (n, sum x, sum |x|^2)
+        assert 8 * 3 * K * (1 + D) < info["bytes_sent"] / M < 8 * 3 * K * (1 + D) + 2048
+        assert 8 * 2 * K * (D + 2) < info["bytes_received"] / M < 8 * 2 * K * (D + 2) + 1024
+
+
+def test_dask_gives_the_serial_labels_and_traffic(dask_client):  # noqa: F811
+    """Two Dask worker processes and two serial shards, same seed, from a single cluster
+    through the first splits: the same labels, sub-labels and counted traffic."""
+    ds = datasets.load("synth-wang2017?n_clusters=10&scale=0.05")
+    options = {"burnin": "first-nonincrease", "random_split_prob": 0.3}
+    dask_trace, state = run(ds.X, ds.family, DaskBackend(dask_client, n_workers=2), steps=12, check=False, **options)
+    serial_trace, _ = run(ds.X, ds.family, SerialBackend(2), steps=12, check=False, **options)
+    for (la, sa, ia), (lb, sb, ib) in zip(dask_trace, serial_trace):
+        np.testing.assert_array_equal(la, lb)
+        np.testing.assert_array_equal(sa, sb)
+        assert ia == ib
+    assert sum(info["accepted_splits"] for _, _, info in dask_trace[1:]) > 0
+    group = state.shards
+    assert group.locations() == [{w} for w in group.workers] and len(set(group.workers)) == 2

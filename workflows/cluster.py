@@ -1,0 +1,229 @@
+"""The one way a run reaches Dask (DESIGN "Workflow", ENGINEERING-NOTES §1.4, §3.3, §4.2).
+
+A run either joins an existing cluster -- the ``scheduler`` argument (the workflow passes its
+config's ``dask.scheduler``), else ``$DASK_SCHEDULER_ADDRESS``, else dask's own
+``scheduler-address`` setting -- or starts an embedded ``LocalCluster`` of worker processes
+bound to the loopback interface (dashboard too) and shuts it down when the run ends, also
+after an error or Ctrl-C.
+
+Each embedded worker gets ``threads`` threads for Dask *and* for the numerical libraries in
+it (numba, OpenMP, OpenBLAS, MKL), so ``workers x threads`` is all the cores a run uses: the
+Nanny's defaults pin BLAS to one thread but leave numba at one thread per core, which
+oversubscribes the machine as soon as there are two workers.
+
+Example
+-------
+>>> with dask_client(workers=1, threads=1) as client:          # doctest: +SKIP
+...     client.submit(sum, [1, 2]).result()
+3
+"""
+from __future__ import annotations
+
+import numbers
+import os
+from contextlib import contextmanager, suppress
+
+#: seconds to wait for an existing scheduler before giving up
+SCHEDULER_TIMEOUT = 5.0
+#: environment variables that size the thread pools of a worker's numerical libraries
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def scheduler_address(scheduler=None) -> str | None:
+    """The address of the existing cluster a run should use, or None for an embedded one.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        An explicit address; wins over ``$DASK_SCHEDULER_ADDRESS`` and dask's
+        ``scheduler-address`` setting, in that order.
+
+    Returns
+    -------
+    str or None
+    """
+    if scheduler:
+        return scheduler
+    # The environment first: dask reads DASK_* variables into its config only once, at import.
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        return address
+    import dask
+
+    return dask.config.get("scheduler-address", None) or None
+
+
+def check_address(address) -> str:
+    """Return ``address`` if it is a well-formed Dask address, else raise.
+
+    Raises
+    ------
+    TypeError
+        Not a string.
+    ValueError
+        Unknown scheme or malformed host/port; the message names the address.
+    """
+    if not isinstance(address, str):
+        raise TypeError(f"scheduler address must be a string, got {address!r}")
+    from distributed.comm import get_address_host_port, parse_address
+    from distributed.comm.registry import get_backend
+
+    # Checked before building a Client: a Client given a malformed address hangs on shutdown
+    # and prints a traceback from its destructor.
+    try:
+        scheme, _ = parse_address(address)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            get_address_host_port(address)
+    except ValueError as exc:
+        raise ValueError(f"bad Dask scheduler address {address!r}: {exc}") from None
+    return address
+
+
+@contextmanager
+def dask_client(workers=1, threads=1, scheduler=None):
+    """A ``distributed.Client`` for one run: on an existing cluster, or on an embedded one.
+
+    Parameters
+    ----------
+    workers : int
+        Worker processes of an embedded cluster (>= 1). An existing cluster is used as it is.
+    threads : int
+        Threads per embedded worker (>= 1), for Dask tasks and for numba/OpenMP/BLAS.
+    scheduler : str, optional
+        Address of an existing scheduler, e.g. ``"tcp://10.0.0.5:8786"`` (see
+        :func:`scheduler_address` for the fallbacks).
+
+    Yields
+    ------
+    distributed.Client
+        The default client while the run lasts (Dask's coordination helpers, e.g.
+        ``as_completed``, ``Variable``, ``Queue``, find it without being handed it). Closed
+        on exit; an embedded cluster is shut down with it (also when the body raises,
+        KeyboardInterrupt included).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad ``workers``, ``threads`` or address.
+    ConnectionError
+        The scheduler did not answer within :data:`SCHEDULER_TIMEOUT` seconds.
+    """
+    workers = _check_count("workers", workers)
+    threads = _check_count("threads", threads)
+    address = scheduler_address(scheduler)
+    if address is not None:
+        client = connect(address)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+
+    import distributed
+
+    cluster = _local_cluster(workers, threads)
+    try:
+        client = distributed.Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+
+
+def connect(address: str, timeout: float | None = None):
+    """A client of the scheduler at ``address`` (the default client until it is closed);
+    ConnectionError if it does not answer.
+
+    Parameters
+    ----------
+    address : str
+        Dask scheduler address.
+    timeout : float, optional
+        Seconds to wait (default :data:`SCHEDULER_TIMEOUT`).
+    """
+    check_address(address)
+    import distributed
+
+    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
+    try:
+        return distributed.Client(address, timeout=timeout)
+    except OSError as exc:  # distributed reports its connect timeout as a plain OSError
+        raise ConnectionError(f"Dask scheduler at {address} did not answer within {timeout:g} s") from exc
+
+
+def describe(client) -> dict:
+    """Where a run computed, for its provenance.
+
+    Parameters
+    ----------
+    client : distributed.Client
+
+    Returns
+    -------
+    dict
+        ``scheduler`` (address), ``dashboard`` (link or None), ``embedded`` (True if the
+        cluster was started for this run), ``n_workers`` and ``threads_per_worker`` (an
+        int, or the sorted distinct values when the workers differ).
+    """
+    info = client.scheduler_info(n_workers=-1)
+    counts = sorted({int(w.get("nthreads", 0)) for w in info["workers"].values()})
+    try:
+        dashboard = client.dashboard_link
+    except (KeyError, AttributeError):  # a scheduler without a dashboard
+        dashboard = None
+    return {
+        "scheduler": client.scheduler.address,
+        "dashboard": dashboard,
+        "embedded": client.cluster is not None,
+        "n_workers": len(info["workers"]),
+        "threads_per_worker": counts[0] if len(counts) == 1 else counts,
+    }
+
+
+def thread_environment(threads: int) -> dict[str, str]:
+    """The environment that gives a worker's numerical libraries ``threads`` threads."""
+    return {name: str(_check_count("threads", threads)) for name in THREAD_VARIABLES}
+
+
+def _local_cluster(workers: int, threads: int):
+    import dask
+    import distributed
+
+    env = thread_environment(threads)
+    # BLAS and OpenMP read their variables when first loaded, and a spawned worker may load
+    # numpy before the Nanny applies `env`: so the variables must also be in the parent's
+    # environment at spawn time (the Nanny's "pre-spawn" environment). A variable already set
+    # in the parent would override the pre-spawn config, hence the temporary os.environ edit;
+    # the Nanny keeps the values for restarts of its worker.
+    pre_spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}
+    with _environ(env), dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn}):
+        return distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=threads, processes=True,
+            host="127.0.0.1", dashboard_address="127.0.0.1:0",  # loopback only, any free port
+            env=env)
+
+
+@contextmanager
+def _environ(values: dict[str, str]):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                with suppress(KeyError):
+                    del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
+def _check_count(name, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
