@@ -29,6 +29,21 @@ def multinomial_problem():
 PROBLEMS = {"niw-2d": niw_problem, "known-1d": known_problem, "dirmult": multinomial_problem}
 
 
+def record_chain(name, X, family, alpha, backend, seed, steps, init_clusters, **options):
+    """Labels and info after init and after every step of registered sampler ``name``, and
+    the last state (for the sharded samplers' determinism and Dask-vs-serial tests)."""
+    import algorithms
+
+    s = algorithms.make(name, family=family, alpha=alpha, seed=seed, backend=backend, **options)
+    state = s.init(X, init_clusters=init_clusters)
+    labels, infos = [state.labels.copy()], [dict(state.info)]
+    for _ in range(steps):
+        state = s.step(state)
+        labels.append(state.labels.copy())
+        infos.append(dict(state.info))
+    return labels, infos, state
+
+
 @pytest.fixture(params=sorted(PROBLEMS))
 def problem(request):
     return (request.param,) + PROBLEMS[request.param]()

@@ -11,7 +11,7 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import PROBLEMS
+from conftest import PROBLEMS, record_chain
 
 import algorithms
 import datasets
@@ -43,14 +43,7 @@ def dask_client():
 
 def run(X, family, backend, seed=3, steps=8, init_clusters=3, alpha=1.0, **options):
     """Labels and info after init and after every step, and the last state."""
-    s = algorithms.make("auxvar", family=family, alpha=alpha, seed=seed, backend=backend, **options)
-    state = s.init(X, init_clusters=init_clusters)
-    labels, infos = [state.labels.copy()], [dict(state.info)]
-    for _ in range(steps):
-        state = s.step(state)
-        labels.append(state.labels.copy())
-        infos.append(dict(state.info))
-    return labels, infos, state
+    return record_chain("auxvar", X, family, alpha, backend, seed, steps, init_clusters, **options)
 
 
 def test_registered_exact_and_sharded():

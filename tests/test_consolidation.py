@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import PROBLEMS
+from conftest import PROBLEMS, record_chain
 from scipy.special import gammaln
 
 import algorithms
@@ -32,14 +32,7 @@ SYNC = ["cons-prog", "cons-pooled", "cons-hung"]
 
 def run(name, X, family, alpha, backend, seed=3, steps=8, init_clusters=2, **options):
     """Labels and info after init and after every step, and the final state."""
-    s = algorithms.make(name, family=family, alpha=alpha, seed=seed, backend=backend, **options)
-    state = s.init(X, init_clusters=init_clusters)
-    labels, infos = [state.labels.copy()], [dict(state.info)]
-    for _ in range(steps):
-        state = s.step(state)
-        labels.append(state.labels.copy())
-        infos.append(dict(state.info))
-    return labels, infos, state
+    return record_chain(name, X, family, alpha, backend, seed, steps, init_clusters, **options)
 
 
 # ---- the master's arithmetic on statistics ----------------------------------------------------

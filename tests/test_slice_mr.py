@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import PROBLEMS
+from conftest import PROBLEMS, record_chain
 
 import algorithms
 import datasets
@@ -21,14 +21,7 @@ from reports.metrics import log_joint, vi
 
 def run(X, family, alpha, backend, seed=3, steps=10, init_clusters=2):
     """Labels and info after init and after every step."""
-    s = algorithms.make("slice-mr", family=family, alpha=alpha, seed=seed, backend=backend)
-    state = s.init(X, init_clusters=init_clusters)
-    labels, infos = [state.labels.copy()], [dict(state.info)]
-    for _ in range(steps):
-        state = s.step(state)
-        labels.append(state.labels.copy())
-        infos.append(dict(state.info))
-    return labels, infos, state
+    return record_chain("slice-mr", X, family, alpha, backend, seed, steps, init_clusters)
 
 
 def test_minimum_slice_matches_brute_force():
