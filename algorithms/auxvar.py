@@ -33,7 +33,8 @@ clusters, so labels stay unique across workers without any other coordination.
 and ``load_imbalance`` (max / mean load: a posteriori whole clusters sit on random workers,
 so the load is unbalanced when a few large clusters dominate, Gal & Ghahramani 2014);
 ``moved_points``, ``moved_clusters`` and ``moved_bytes`` of this iteration's move; and
-``bytes_sent``, ``bytes_received``, ``messages``.
+``bytes_sent``, ``bytes_received``, ``messages``, ``compute_s``, ``compute_max_s`` and
+``workers_lost`` (:meth:`~algorithms.backends.ShardGroup.take_stats`).
 """
 from __future__ import annotations
 
@@ -198,7 +199,7 @@ class AuxiliaryVariable(Sampler):
         shards = self.backend.distribute(X, placed[labels], self.seed, static=static,
                                          n_points=self.family.n_points(X))
         state = AuxVarState(X, shards, rng, relabel=[None] * P, counts=None)
-        state.info = {"n_clusters": K, **shards.take_comm()}
+        state.info = {"n_clusters": K, **shards.take_stats()}
         return state
 
     def _step(self, state):
@@ -228,5 +229,5 @@ class AuxiliaryVariable(Sampler):
                       "moved_points": int(sum(len(r.ids) for r in moving)),
                       "moved_clusters": int(sum(len(r.clusters) for r in moving)),
                       "moved_bytes": int(sum(_nbytes(r) for r in moving)),
-                      **shards.take_comm()}
+                      **shards.take_stats()}
         return state

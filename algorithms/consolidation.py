@@ -318,7 +318,7 @@ class _Consolidation(Sampler):
         results = shards.map(shard_components, None)
         atoms = Atoms(*_atoms_of(results, range(len(results)), [r.slots for r in results]))
         state = ConsState(X, shards, rng, atoms, next_gid=K)
-        state.info = {"n_clusters": K, "n_atoms": len(atoms.gid), **shards.take_comm()}
+        state.info = {"n_clusters": K, "n_atoms": len(atoms.gid), **shards.take_stats()}
         return state
 
     # ---- one worker cycle, seen from the master ------------------------------------------
@@ -469,7 +469,7 @@ class _Consolidation(Sampler):
     def _finish(self, state, info):
         state.merged_into.clear()  # no cycle is in flight any more
         state.info = {"n_clusters": len(np.unique(state.atoms.gid)), "n_atoms": len(state.atoms.gid), **info,
-                      **state.shards.take_comm()}
+                      **state.shards.take_stats()}
         return state
 
 

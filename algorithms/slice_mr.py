@@ -194,7 +194,7 @@ class SliceMapReduce(Sampler):
         shards = self.backend.distribute(X, labels, self.seed, static={"family": self.family},
                                          n_points=self.family.n_points(X))
         state = SliceState(X, shards, rng, shards.map(component_stats, K))
-        state.info = {"n_components": K, **shards.take_comm()}
+        state.info = {"n_components": K, **shards.take_stats()}
         return state
 
     def _step(self, state):
@@ -202,7 +202,7 @@ class SliceMapReduce(Sampler):
         state.shard_stats = state.shards.map(slice_map, payload)
         occupied = int((sum(np.asarray(s.n) for s in state.shard_stats) > 0).sum())
         state.info = {"n_components": len(payload.log_w), "n_new_components": n_new, "n_clusters": occupied,
-                      **state.shards.take_comm()}
+                      **state.shards.take_stats()}
         return state
 
     def reduce(self, shard_stats: list, rng: np.random.Generator) -> tuple[SlicePayload, int]:

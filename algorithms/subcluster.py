@@ -299,7 +299,7 @@ class SubClusters(Sampler):
                                              n_points=self.family.n_points(X))
             sub = _sum_stats(shards.map(component_stats, 2 * K))
             state = ShardedSubclusterState(X, shards, rng, sub, history, splittable)
-            state.info = {"n_clusters": K, **shards.take_comm()}
+            state.info = {"n_clusters": K, **shards.take_stats()}
             return state
         return SubclusterState(X, labels, rng, sublabels=zs, sub_stats=self.family.stats(X, 2 * labels + zs, 2 * K),
                                history=history, splittable=splittable)
@@ -392,7 +392,7 @@ class SubClusters(Sampler):
         state.history, state.splittable = c.history[keep], c.splittable[keep]
         info["n_clusters"] = len(keep)
         info["n_splittable"] = int(state.splittable.sum())
-        state.info = {**info, **shards.take_comm()}
+        state.info = {**info, **shards.take_stats()}
         return state
 
     # ---- pieces ----------------------------------------------------------------------

@@ -29,18 +29,28 @@ def multinomial_problem():
 PROBLEMS = {"niw-2d": niw_problem, "known-1d": known_problem, "dirmult": multinomial_problem}
 
 
+#: ``state.info`` keys that measure wall-clock time: never reproducible from the seed
+TIMING_KEYS = ("compute_s", "compute_max_s")
+
+
+def untimed(info: dict) -> dict:
+    """``info`` without its :data:`TIMING_KEYS`."""
+    return {k: v for k, v in info.items() if k not in TIMING_KEYS}
+
+
 def record_chain(name, X, family, alpha, backend, seed, steps, init_clusters, **options):
-    """Labels and info after init and after every step of registered sampler ``name``, and
-    the last state (for the sharded samplers' determinism and Dask-vs-serial tests)."""
+    """Labels and info (without timings) after init and after every step of registered
+    sampler ``name``, and the last state (for the sharded samplers' determinism and
+    Dask-vs-serial tests)."""
     import algorithms
 
     s = algorithms.make(name, family=family, alpha=alpha, seed=seed, backend=backend, **options)
     state = s.init(X, init_clusters=init_clusters)
-    labels, infos = [state.labels.copy()], [dict(state.info)]
+    labels, infos = [state.labels.copy()], [untimed(state.info)]
     for _ in range(steps):
         state = s.step(state)
         labels.append(state.labels.copy())
-        infos.append(dict(state.info))
+        infos.append(untimed(state.info))
     return labels, infos, state
 
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import PROBLEMS
+from conftest import PROBLEMS, record_chain
 
 import algorithms
 import datasets
@@ -35,14 +35,7 @@ def distributed_wire_size(obj) -> int:
 
 def slice_trace(backend, steps=6):
     ds = datasets.load("synth-wang2017?n_clusters=10&scale=0.05")
-    s = algorithms.make("slice-mr", family=ds.family, alpha=1.0, seed=11, backend=backend)
-    state = s.init(ds.X, init_clusters=3)
-    labels, infos = [state.labels.copy()], [dict(state.info)]
-    for _ in range(steps):
-        state = s.step(state)
-        labels.append(state.labels.copy())
-        infos.append(dict(state.info))
-    return labels, infos, state
+    return record_chain("slice-mr", ds.X, ds.family, 1.0, backend, seed=11, steps=steps, init_clusters=3)
 
 
 # ---- serial ---------------------------------------------------------------------------------
@@ -115,6 +108,29 @@ def test_bytes_counted_equal_the_serialised_payloads_and_results():
     assert sorted(done) == list(range(M)) and group.take_comm()["messages"] == 2 * M
 
 
+def nap(shard, seconds):
+    """A map function that computes ``seconds`` times (its shard's index + 1)."""
+    time.sleep(seconds * (shard.index + 1))
+    return shard.index
+
+
+def check_compute_times(backend):
+    X, fam, _ = PROBLEMS["dirmult"]()
+    group = backend.distribute(X, np.zeros(X.shape[0], dtype=int), seed=0)
+    assert group.take_stats()["compute_s"] == 0.0  # creating the shards is not a map
+    assert group.map(nap, 0.05) == [0, 1]
+    stats = group.take_stats()
+    # the shards computed 0.05 s and 0.1 s: the critical path is the larger
+    assert 0.1 <= stats["compute_max_s"] < 0.3 and 0.15 <= stats["compute_s"] < 0.5
+    assert stats["messages"] == 4 and stats["workers_lost"] == 0
+    assert group.take_stats()["compute_s"] == 0.0  # reset by the call
+    group.close()
+
+
+def test_compute_time_of_the_map_functions_is_reported():
+    check_compute_times(SerialBackend(2))
+
+
 def test_make_backend():
     assert isinstance(make_backend(1), SerialBackend) and make_backend(3).n_shards == 3
     with pytest.raises(TypeError, match="n_shards"):
@@ -147,6 +163,7 @@ def test_dask_gives_the_serial_labels_and_traffic(client):
     assert dask_infos == serial_infos
     for info in dask_infos[1:]:
         assert info["messages"] == 4 and info["bytes_sent"] > 0 and info["bytes_received"] > 0
+        assert info["workers_lost"] == 0
     # the shards never moved, and only their latest version is held in memory
     group = state.shards
     assert group.locations() == [{w} for w in group.workers] and len(set(group.workers)) == 2
@@ -175,6 +192,10 @@ def test_dask_as_completed_and_byte_counts(client):
     np.testing.assert_allclose(total, fam.stats(X, labels, 3).counts)
     np.testing.assert_array_equal(group.gather_labels(), labels)
     group.close()
+
+
+def test_dask_reports_compute_time_where_the_maps_ran(client):
+    check_compute_times(DaskBackend(client, n_workers=2))
 
 
 def test_dask_backend_rejects_more_workers_than_the_cluster_has(client):

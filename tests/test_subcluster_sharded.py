@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import PROBLEMS
+from conftest import PROBLEMS, untimed
 from test_auxvar import dask_client  # noqa: F401  (the 2-worker LocalCluster fixture)
 
 import algorithms
@@ -23,7 +23,7 @@ def run(X, family, backend, seed=0, steps=10, init_clusters=1, alpha=1.0, check=
     a recomputation from the gathered labels after each one."""
     s = algorithms.make("subc", family=family, alpha=alpha, seed=seed, backend=backend, **options)
     state = s.init(X, init_clusters=init_clusters)
-    trace = [(state.labels.copy(), state.sublabels.copy(), dict(state.info))]
+    trace = [(state.labels.copy(), state.sublabels.copy(), untimed(state.info))]
     for _ in range(steps):
         state = s.step(state)
         labels, sublabels = state.labels, state.sublabels
@@ -32,7 +32,7 @@ def run(X, family, backend, seed=0, steps=10, init_clusters=1, alpha=1.0, check=
             np.testing.assert_array_equal(np.unique(labels), np.arange(K))
             for got, want in zip(state.sub_stats, family.stats(X, 2 * labels + sublabels, 2 * K)):
                 np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
-        trace.append((labels.copy(), sublabels.copy(), dict(state.info)))
+        trace.append((labels.copy(), sublabels.copy(), untimed(state.info)))
     return trace, state
 
 

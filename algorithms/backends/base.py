@@ -18,12 +18,14 @@ result once, one message each way per shard and iteration, and at creation the r
 and seed of every shard. Sizes are those of pickle protocol 5 with out-of-band buffers, which
 is how ``distributed`` ships task arguments (:func:`wire_size`); protocol framing is not
 included. Gathering the labels for scoring is instrumentation, not part of an algorithm, and
-is not counted.
+is not counted; nor is the compute time each map function reports with its result (a float
+per message, :meth:`ShardGroup.take_stats`).
 """
 from __future__ import annotations
 
 import io
 import pickle
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -104,6 +106,7 @@ class Shard:
     rng : the shard's own generator
     static : per-run constants the map functions read (e.g. ``{"family": family}``)
     out : the result of the last map function
+    elapsed : seconds the last map function computed (wall clock, where it ran)
     ids : global index (row of the original ``X``) of every row, once rows have moved between
         shards; ``None`` while the shard still holds its block ``offset, offset + 1, ...``.
         A map function that moves rows replaces ``X``, ``labels`` and ``ids`` together (new
@@ -118,6 +121,7 @@ class Shard:
     static: Any
     out: Any = None
     ids: Any = None
+    elapsed: float = 0.0
 
 
 def make_shard(index: int, offset: int, X, labels, seed: np.random.SeedSequence, static) -> Shard:
@@ -135,13 +139,21 @@ def run_on_shard(fn: Callable, shard: Shard, payload) -> Shard:
     """The next version of ``shard`` after map function ``fn``; ``shard`` itself is untouched."""
     new = Shard(shard.index, shard.offset, shard.X, shard.labels.copy(), _copy_generator(shard.rng), shard.static,
                 ids=shard.ids)
-    new.out = fn(new, payload)
+    timed_call(fn, new, payload)
     return new
 
 
-def shard_output(shard: Shard):
-    """The result of the last map function run on ``shard``."""
+def timed_call(fn: Callable, shard: Shard, payload):
+    """``shard.out = fn(shard, payload)``, with the seconds it took in ``shard.elapsed``."""
+    start = time.perf_counter()
+    shard.out = fn(shard, payload)
+    shard.elapsed = time.perf_counter() - start
     return shard.out
+
+
+def shard_output(shard: Shard) -> tuple:
+    """``(result, seconds)`` of the last map function run on ``shard``."""
+    return shard.out, shard.elapsed
 
 
 def shard_labels(shard: Shard):
@@ -180,6 +192,7 @@ class ShardGroup(ABC):
     def __init__(self, offsets: np.ndarray):
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self._comm = Comm()
+        self._compute = np.zeros(self.n_shards)
         self._labels = None
 
     @property
@@ -206,6 +219,25 @@ class ShardGroup(ABC):
         self._comm = Comm()
         return out
 
+    def _received(self, index: int, output: tuple):
+        result, seconds = output
+        self._count_received(wire_size(result))
+        self._compute[index] += seconds
+        return result
+
+    def take_stats(self) -> dict:
+        """What a sharded sampler reports per step in ``state.info``, since the last call
+        (resets it): the communication of :meth:`take_comm`; ``compute_s``, the seconds the
+        map functions computed, summed over shards; ``compute_max_s``, the largest of the
+        shards' sums (the critical path of a synchronous step); and the backend's events
+        (``workers_lost``: workers that left the cluster)."""
+        compute, self._compute = self._compute, np.zeros(self.n_shards)
+        return {**self.take_comm(), "compute_s": float(compute.sum()), "compute_max_s": float(compute.max(initial=0.0)),
+                **self._take_events()}
+
+    def _take_events(self) -> dict:
+        return {"workers_lost": 0}
+
     # ---- the map -----------------------------------------------------------------------
     def submit(self, index: int, fn: Callable, payload, size: int | None = None) -> Pending:
         """Run ``fn(shard, payload)`` on shard ``index`` (in the background on Dask, right
@@ -222,16 +254,12 @@ class ShardGroup(ABC):
 
     def results(self, pending: list[Pending]) -> list:
         """Wait for every submitted map function; their results in the order given."""
-        out = self._results(pending)
-        for r in out:
-            self._count_received(wire_size(r))
-        return out
+        return [self._received(p.index, output) for p, output in zip(pending, self._results(pending))]
 
     def as_completed(self, pending: list[Pending]) -> Iterator[tuple[int, Any]]:
         """``(shard index, result)`` of each submitted map function as soon as it finishes."""
-        for index, r in self._as_completed(pending):
-            self._count_received(wire_size(r))
-            yield index, r
+        for index, output in self._as_completed(pending):
+            yield index, self._received(index, output)
 
     def map(self, fn: Callable, payload) -> list:
         """Synchronous step: ``fn(shard, payload)`` on every shard; results in shard order."""
@@ -281,12 +309,12 @@ class ShardGroup(ABC):
         ...
 
     @abstractmethod
-    def _results(self, pending: list[Pending]) -> list:
-        ...
+    def _results(self, pending: list[Pending]) -> list[tuple]:
+        """The :func:`shard_output` pair of every pending map, in the order given."""
 
     @abstractmethod
-    def _as_completed(self, pending: list[Pending]) -> Iterator[tuple[int, Any]]:
-        ...
+    def _as_completed(self, pending: list[Pending]) -> Iterator[tuple[int, tuple]]:
+        """``(shard index, shard_output pair)`` as each pending map finishes."""
 
     @abstractmethod
     def _gather_labels(self) -> list[np.ndarray]:

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .base import Backend, Pending, ShardGroup, make_shard, shard_labels
+from .base import Backend, Pending, ShardGroup, make_shard, shard_labels, shard_output, timed_call
 
 
 class SerialShardGroup(ShardGroup):
@@ -19,8 +19,8 @@ class SerialShardGroup(ShardGroup):
         # ``run_on_shard`` pure (for Dask's lineage) would only cost time; the map function
         # sees the same shard contents and draws the same numbers either way
         shard = self._shards[index]
-        shard.out = fn(shard, payload)
-        return shard.out
+        timed_call(fn, shard, payload)
+        return shard_output(shard)
 
     def _results(self, pending: list[Pending]):
         return [p.handle for p in pending]
