@@ -8,6 +8,7 @@ never lands inside a measurement.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,11 @@ def best_of(fn, repeat: int = BEST_OF, warmup: int = 1) -> float:
     float
         The minimum: on a shared 2-core box it is the least noisy estimate of the cost.
     """
+    return min(timings(fn, repeat, warmup))
+
+
+def timings(fn, repeat: int, warmup: int = 0) -> list[float]:
+    """Wall-clock seconds of each of ``repeat`` calls of ``fn()``, after ``warmup`` untimed ones."""
     for _ in range(warmup):
         fn()
     times = []
@@ -55,7 +61,7 @@ def best_of(fn, repeat: int = BEST_OF, warmup: int = 1) -> float:
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return times
 
 
 def gflops(flops: float, seconds: float) -> float:
@@ -131,6 +137,24 @@ def chain(name: str, X, labels, family, **options) -> Chain:
     c = Chain(sampler, sampler.init(X, labels=labels))
     c.step()
     return c
+
+
+@contextmanager
+def dask_chain(name: str, dataset: str, workers: int):
+    """Sharded sampler ``name`` on a registered dataset, started at its true labels, with its
+    shards on a fresh embedded Dask cluster of ``workers`` single-threaded worker processes
+    (the workflow's own, :func:`workflows.cluster.dask_client`); one untimed step taken.
+    The cluster is shut down on exit."""
+    from algorithms.backends import DaskBackend
+    from workflows.cluster import dask_client
+
+    ds = datasets.load(dataset)
+    with dask_client(workers=workers, threads=1) as client:
+        c = chain(name, ds.X, ds.labels, ds.family, backend=DaskBackend(client, n_workers=workers))
+        try:
+            yield c
+        finally:
+            c.state.shards.close()
 
 
 def gibbs_chain(dataset: str) -> Chain:

@@ -88,8 +88,25 @@ def subcluster_steps(repeat):
     return rows
 
 
+def dask_iterations(repeat):
+    """Median iteration of the sharded samplers on 1 and 2 Dask workers, and the ratio (the
+    issue's target for ``cons-prog`` and ``slice-mr``: >= 1.7x)."""
+    from benchmarks.bench_distributed import median_iteration
+
+    rows, iterations = [], max(repeat, 5)
+    for algorithm in ("slice-mr", "cons-prog", "auxvar"):
+        t = {w: median_iteration("synth-wang2017", algorithm, w, iterations) for w in (1, 2)}
+        for w in (1, 2):
+            rows.append(dict(benchmark=f"{algorithm} iteration, Dask {w} worker(s) (median)",
+                             problem="synth-wang2017 128k x 2-D", seconds=t[w], rate=128_000 / t[w] / 1e6,
+                             rate_unit="M points/s"))
+        rows.append(dict(benchmark=f"{algorithm} speed-up 2 vs 1 worker", problem="synth-wang2017 128k x 2-D",
+                         seconds=None, rate=t[1] / t[2], rate_unit="x (target >= 1.7 for slice-mr, cons-prog)"))
+    return rows
+
+
 #: functions returning table rows; each builds its own problem so rows stay independent
-ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps)
+ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps, dask_iterations)
 
 
 def machine_info() -> dict:
@@ -121,11 +138,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=common.BEST_OF, help="timed calls per row (best is kept)")
     parser.add_argument("--json", type=Path, help="also write rows and machine info to this JSON file")
+    parser.add_argument("--only", nargs="+", choices=[f.__name__ for f in ROWS], help="just these rows")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
 
-    rows = [row for make_rows in ROWS for row in make_rows(args.repeat)]
+    rows = [row for make_rows in ROWS if not args.only or make_rows.__name__ in args.only
+            for row in make_rows(args.repeat)]
     info = machine_info()
     print(markdown(rows, info, args.repeat))
     if args.json:
