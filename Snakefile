@@ -4,7 +4,11 @@ import sys
 from snakemake.utils import validate
 
 
-configfile: "workflows/config/default.yaml"
+# A config file named with --configfile defines the whole run: Snakemake would otherwise merge
+# it into the default (a paper config would also run every default dataset).
+if not workflow.overwrite_configfiles:
+
+    configfile: "workflows/config/default.yaml"
 
 
 validate(config, "workflows/schemas/config.schema.yaml")

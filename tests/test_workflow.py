@@ -46,6 +46,20 @@ def expected_grid(config):
     return grid
 
 
+def test_a_config_file_replaces_the_default_config(tmp_path):
+    """Where the default config is present (as at the repository root), a config named with
+    --configfile still defines the whole grid: Snakemake would merge the two otherwise."""
+    (tmp_path / "workflows" / "config").mkdir(parents=True)
+    (tmp_path / "workflows" / "config" / "default.yaml").write_text((ROOT / "workflows/config/default.yaml").read_text())
+    res = snakemake(tmp_path, "-n", "--configfile", str(SMOKE))
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    config = yaml.safe_load(SMOKE.read_text())
+    planned = re.search(r"^run_chain\s+(\d+)\s*$", res.stdout, re.MULTILINE)
+    assert planned and int(planned.group(1)) == len(expected_grid(config)) * len(config["seeds"])
+    default = yaml.safe_load((ROOT / "workflows/config/default.yaml").read_text())
+    assert not (set(default["datasets"]) - set(config["datasets"])) & set(re.findall(r"results/traces/([^/]+)/", res.stdout))
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_config_dry_runs_its_grid_without_downloading(tmp_path, path):
     config = yaml.safe_load(path.read_text())
