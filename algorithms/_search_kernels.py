@@ -41,8 +41,11 @@ from ._dispatch import k_add, k_logpred, k_remove
 #: counters (one int64 array shared by Python and the loop)
 C_HEAP, C_SEQ, C_GENERATED, C_PUSHED, C_POPPED, C_QMAX = 0, 1, 2, 3, 4, 5
 C_NODES, C_FREE_SLOTS, C_FREE_STATES, C_FREE_ENTRIES, C_MAXK = 6, 7, 8, 9, 10
-C_GOAL_NODE, C_GOAL_CHOICE = 11, 12
-N_COUNTERS = 13
+C_GOAL_NODE, C_GOAL_CHOICE, C_PREDICTIVES = 11, 12, 13
+N_COUNTERS = 14
+
+#: memo entries per slot (see ``expand``)
+MEMO_WAYS = 8
 
 #: columns of the per-state integer array
 S_DEPTH, S_K, S_NMAX, S_PENDING, S_NODE = 0, 1, 2, 3, 4
@@ -474,11 +477,15 @@ def expand(table, hyper, data, c, ints, floats, states, queue, pool, consts, scr
         if k < K:
             r = s_slots[c, k]
             nk = sizes[r]
-            # sibling states share most slots: each slot's predictive of point d once
-            if memo_point[r] != d:
-                memo_value[r] = k_logpred(table, hyper, data, d, r)
-                memo_point[r] = d
-            dchild = base + memo_value[r]
+            # states share most slots: each slot's predictive of point d once. States of a
+            # few neighbouring depths are expanded in turn, so a slot remembers one point per
+            # depth class (d mod MEMO_WAYS); with a single entry it would flip between them.
+            w = d % MEMO_WAYS
+            if memo_point[r, w] != d:
+                memo_value[r, w] = k_logpred(table, hyper, data, d, r)
+                memo_point[r, w] = d
+                counters[C_PREDICTIVES] += 1
+            dchild = base + memo_value[r, w]
         else:
             nk = 0
             dchild = base + lpp[d]
@@ -532,7 +539,7 @@ def new_state(table, hyper, data, parent, choice, dchild, states, pool, path):
             refcount[r] += 1
     copy_slot(table, s_slots[parent, choice] if choice < K else TEMPLATE, slot)
     k_add(table, hyper, data, d, slot)
-    memo_point[slot] = -1  # new contents: any memoised predictive is stale
+    memo_point[slot, :] = -1  # new contents: any memoised predictive is stale
     s_slots[c, choice] = slot
     refcount[slot] = 1
     nk = table[0][slot]
@@ -571,7 +578,8 @@ def search_loop(fingerprint: int):
     ``ints`` = (N, beam (0 = unbounded), heuristic, prior, ESF bound exact?),
     ``floats`` = (log alpha, prior constant),
     ``pool`` = (slot reference counts, free slot stack, counters, memo point, memo value):
-    the memo holds each slot's predictive of the point it was last evaluated for,
+    the memo holds each slot's predictive of the last point of each depth class (d mod
+    ``MEMO_WAYS``) it was evaluated for,
     ``states`` = (int fields, float fields, slot lists, free stack),
     ``queue`` = (min-max heap, entry int fields, entry float fields, free stack),
     ``path`` = (parent node, choice), ``consts`` = (log p(x_i) under the prior, its suffix

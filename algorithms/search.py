@@ -104,13 +104,15 @@ class SearchResult:
     score: float  #: its objective: log prior (the chosen one) + sum of cluster log marginals
     order: np.ndarray  #: the order in which points were assigned
     states_generated: int  #: children scored
+    predictive_evals: int  #: predictive densities computed (the rest came from the memo)
     states_pushed: int  #: children that entered the queue
     states_popped: int  #: states taken off the queue (root included)
     queue_max: int  #: high-water mark of the queue
     search_time: float  #: CPU seconds (process time) of the whole search
 
     def info(self) -> dict:
-        return {"states_generated": self.states_generated, "states_pushed": self.states_pushed,
+        return {"states_generated": self.states_generated, "predictive_evals": self.predictive_evals,
+                "states_pushed": self.states_pushed,
                 "states_popped": self.states_popped, "queue_max": self.queue_max,
                 "search_time": self.search_time, "search_score": self.score,
                 "n_clusters": int(self.labels.max()) + 1}
@@ -185,7 +187,7 @@ def map_search(X, family, alpha: float = 1.0, heuristic: str = "inadmissible", b
     if N == 1:
         labels = np.zeros(1, dtype=np.int64)
         score = log_posterior_score(X, labels, family, alpha, prior)
-        return SearchResult(labels, score, perm, 0, 0, 1, 0, time.process_time() - start)
+        return SearchResult(labels, score, perm, 0, 0, 0, 1, 0, time.process_time() - start)
     ws = _Workspace(family, Xo, lpp_data[perm], alpha, beam, heuristic, prior)
     status = ws.resume()
     while status != sk.DONE:
@@ -194,7 +196,8 @@ def map_search(X, family, alpha: float = 1.0, heuristic: str = "inadmissible", b
     labels = np.empty(N, dtype=np.int64)
     labels[perm] = ws.goal_labels()
     c = ws.counters
-    return SearchResult(canonical(labels), float(ws.goal[0]), perm, int(c[sk.C_GENERATED]), int(c[sk.C_PUSHED]),
+    return SearchResult(canonical(labels), float(ws.goal[0]), perm, int(c[sk.C_GENERATED]), int(c[sk.C_PREDICTIVES]),
+                        int(c[sk.C_PUSHED]),
                         int(c[sk.C_POPPED]), int(c[sk.C_QMAX]), time.process_time() - start)
 
 
@@ -253,8 +256,8 @@ class _Workspace:
         self.refcount = np.zeros(cap, dtype=np.int64)
         self.free_slots = np.zeros(cap, dtype=np.int64)
         self.free_slots[:cap - sk.FIRST_FREE_SLOT] = np.arange(cap - 1, sk.FIRST_FREE_SLOT - 1, -1)
-        self.memo_point = np.full(cap, -1, dtype=np.int64)
-        self.memo_value = np.zeros(cap)
+        self.memo_point = np.full((cap, sk.MEMO_WAYS), -1, dtype=np.int64)
+        self.memo_value = np.zeros((cap, sk.MEMO_WAYS))
 
         kcap = self.INITIAL["clusters"]
         M = self.INITIAL["states"]
@@ -410,7 +413,7 @@ class BeamSearch(Sampler):
 
     def _step(self, state):
         if state.done:
-            state.info = {"states_generated": 0, "states_pushed": 0, "states_popped": 0, "queue_max": 0,
+            state.info = {"states_generated": 0, "predictive_evals": 0, "states_pushed": 0, "states_popped": 0, "queue_max": 0,
                           "search_time": 0.0, "n_clusters": int(state.labels.max()) + 1}
             return state
         p = self.params
