@@ -298,3 +298,110 @@ def _legend(fig, order, styles):
             line.set_dashes(dashes)
         handles.append(line)
     fig.legend(handles=handles, loc="outside right upper", frameon=False, title="algorithm")
+
+
+def scaling_figure(predicted: pd.DataFrame, measured: pd.DataFrame, colours: dict, model_label: str,
+                   reference: str | None) -> bytes:
+    """Modelled speed-up (or iteration time) against workers, with the measured points.
+
+    Parameters
+    ----------
+    predicted : pandas.DataFrame
+        Columns ``variant``, ``workers``, ``iteration_s``, ``speedup``: the cost model's
+        curve (:func:`reports.costmodel.predict`).
+    measured : pandas.DataFrame
+        The same columns plus ``sequential`` (shards ran one after another: drawn hollow).
+    colours : dict
+        variant -> colour.
+    model_label : str
+        Legend text of the curves, e.g. ``"model (1 Gbit/s, 0.2 ms)"``: they are a model,
+        and the legend must say so.
+    reference : str or None
+        Name of the speed-up reference; None draws the iteration time instead.
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    y = "speedup" if reference else "iteration_s"
+    order = list(dict.fromkeys(predicted["variant"]))
+    with _style():
+        fig = Figure(figsize=(9.0, 4.6), layout="constrained")
+        ax = fig.subplots()
+        for variant in order:
+            colour = colours.get(variant, "0.3")
+            curve = predicted[predicted["variant"] == variant]
+            ax.plot(curve["workers"], curve[y], color=colour, linewidth=1.6, zorder=2)
+            points = measured[measured["variant"] == variant]
+            for sequential, group in points.groupby("sequential"):
+                ax.scatter(group["workers"], group[y], s=46, zorder=3, linewidths=1.4, edgecolors=colour,
+                           facecolors="none" if sequential else colour)
+        if reference:
+            ax.axhline(1.0, color="0.4", linewidth=0.9, linestyle=":", zorder=1)
+        # ratios, and values that can span orders of magnitude (a slow master, a fast reference)
+        ax.set_yscale("log")
+        ax.set_xscale("log", base=2)
+        ticks = [w for w in (1, 2, 4, 8, 16, 32, 64) if w <= predicted["workers"].max()]
+        ax.set_xticks(ticks, [str(w) for w in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("workers (log scale)")
+        ax.set_ylabel(f"speed-up per iteration w.r.t. {reference} (×, log scale)" if reference
+                      else "time per iteration (s, log scale)")
+        handles = [Line2D([], [], color=colours.get(v, "0.3"), linewidth=2.0, label=v) for v in order]
+        handles += [Line2D([], [], color="0.3", linewidth=1.6, label=model_label),
+                    Line2D([], [], color="0.3", marker="o", linestyle="", label="measured (this machine)")]
+        if measured["sequential"].astype(bool).any():
+            handles.append(Line2D([], [], color="0.3", marker="o", markerfacecolor="none", linestyle="",
+                                  label="measured, shards one after another"))
+        fig.legend(handles=handles, loc="outside right upper", frameon=False, title="algorithm")
+        return png_bytes(fig)
+
+
+def load_figure(trace: pd.DataFrame) -> bytes:
+    """Per-worker load of a sharded sampler over iterations, one column per worker count.
+
+    Top row: points swept by each worker (``load_0`` … ``load_{W-1}``) in every iteration of
+    the lowest seed (workers of different seeds are different workers: their lines do not
+    pool), with the mean load. Bottom row: the imbalance ``load_imbalance`` (max / mean),
+    median over seeds with the min-max band.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        Trace rows of one algorithm variant: ``workers``, ``seed``, ``iteration``,
+        ``load_imbalance`` and the ``load_j`` columns.
+    """
+    import seaborn as sns
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    trace = trace.dropna(subset=["load_imbalance"])
+    counts = sorted(int(w) for w in trace["workers"].unique())
+    # one imbalance scale for every worker count, so that the panels compare at a glance
+    top_imbalance = max(1.1, float(trace["load_imbalance"].max()) * 1.05)
+    with _style():
+        fig = Figure(figsize=(max(5.0, 4.2 * len(counts)) + 1.2, 5.6), layout="constrained")
+        axes = fig.subplots(2, len(counts), squeeze=False, sharex="col")
+        for col, workers in enumerate(counts):
+            runs = trace[trace["workers"] == workers]
+            first = runs[runs["seed"] == runs["seed"].min()].sort_values("iteration")
+            loads = [f"load_{j}" for j in range(workers) if f"load_{j}" in first]
+            colours = sns.color_palette("tab10" if len(loads) <= 10 else "husl", len(loads))
+            top, bottom = axes[0, col], axes[1, col]
+            for j, (column, colour) in enumerate(zip(loads, colours)):
+                top.plot(first["iteration"], first[column], color=colour, linewidth=1.2,
+                         label=f"worker {j}" if workers <= 8 else None)
+            top.plot(first["iteration"], first[loads].mean(axis=1), color="0.2", linewidth=1.0,
+                     linestyle="--", label="mean")
+            top.set_title(f"{workers} worker{'s' if workers > 1 else ''} (seed {int(first['seed'].iloc[0])})")
+            top.set_ylabel("points swept")
+            top.set_ylim(bottom=0)
+            top.legend(frameon=False, fontsize="small", ncols=2)
+            stats = runs.groupby("iteration")["load_imbalance"].agg(["median", "min", "max"]).reset_index()
+            bottom.plot(stats["iteration"], stats["median"], color="C3", linewidth=1.4)
+            bottom.fill_between(stats["iteration"], stats["min"], stats["max"], color="C3", alpha=0.16, linewidth=0)
+            bottom.axhline(1.0, color="0.4", linewidth=0.9, linestyle=":")
+            bottom.set_ylim(0.95, top_imbalance)
+            bottom.set_ylabel("imbalance (max / mean load)")
+            bottom.set_xlabel("iteration")
+            bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+        return png_bytes(fig)

@@ -9,7 +9,9 @@ Everything shown is computed from the traces and their run metadata (nothing is 
 first the papers' headline claims checked against this run (:mod:`reports.claims`); per
 dataset the convergence figures (log joint, VI to the truth, clusters, against iteration
 and sampler time), time per iteration and the speed-up table relative to ``gibbs``; then
-the communication table, the search statistics and the environment. Figures are PNG embedded as
+the cost model's predicted scaling to 1…64 workers (:mod:`reports.costmodel`) and the
+per-worker load of samplers that report it; then the communication table, the search
+statistics and the environment. Figures are PNG embedded as
 base64 and the style sheet is inline, so the file opens offline and can be mailed as is.
 The same inputs give the same bytes.
 """
@@ -29,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from . import claims as claims_mod
+from . import costmodel
 from . import figures
 
 #: the speed-up reference (Wang & Lin's "speed-up ratio w.r.t. CGS")
@@ -259,7 +262,8 @@ def search_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---- the page ---------------------------------------------------------------------------
-def build_report(trace_paths, out_path, config=None, *, asv_html=None) -> Path:
+def build_report(trace_paths, out_path, config=None, *, asv_html=None,
+                 network: costmodel.Network = costmodel.GIGABIT) -> Path:
     """Write the comparison report for ``trace_paths`` to ``out_path`` (atomically).
 
     Parameters
@@ -273,6 +277,9 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None) -> Path:
     asv_html : str or os.PathLike, optional
         asv's published ``index.html``, linked when it exists (default: :data:`ASV_HTML`
         under the repository root).
+    network : reports.costmodel.Network
+        The network the cost model predicts scaling on (default 1 Gbit/s, 0.2 ms per
+        message); stated in the report.
 
     Returns
     -------
@@ -302,7 +309,8 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None) -> Path:
     body.append(_claims_section(claims_mod.check_claims(frame, runs)))
     for i, dataset in enumerate(datasets):
         mask = runs["dataset"] == dataset
-        body.append(_dataset_section(i, dataset, frame[frame["dataset"] == dataset], runs[mask], order, styles))
+        body.append(_dataset_section(i, dataset, frame[frame["dataset"] == dataset], runs[mask], order, styles,
+                                     network))
     body.append(_communication_section(runs, datasets))
     body.append(_search_section(runs))
     asv_html = Path(asv_html) if asv_html is not None else Path(__file__).resolve().parents[1] / ASV_HTML
@@ -352,7 +360,7 @@ def _claims_section(found) -> str:
     return "\n".join(parts)
 
 
-def _dataset_section(i, dataset, frame, runs, order, styles) -> str:
+def _dataset_section(i, dataset, frame, runs, order, styles, network=costmodel.GIGABIT) -> str:
     meta = runs["meta"].iloc[0].get("dataset_meta", {}) or {}
     labels = [label for label in order if label in set(runs["label"])]
     with_truth = bool(frame["vi"].notna().any())
@@ -398,8 +406,160 @@ def _dataset_section(i, dataset, frame, runs, order, styles) -> str:
                                  "Speed-up against workers",
                                  f"Speed-up w.r.t. {REFERENCE} against the number of workers, for algorithms run with "
                                  "several worker counts (points only where the target was reached)."))
+    parts.append(_scaling_part(dataset, frame, runs, order, styles, network))
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _scaling_part(dataset, frame, runs, order, styles, network) -> str:
+    """The cost model's predicted scaling of the sharded samplers (:mod:`reports.costmodel`):
+    figure, fitted parameters, predictions at 1…64 workers; and the per-worker load figure
+    of every sharded sampler that reports one (``auxvar``)."""
+    scaling = costmodel.scaling(frame, runs, network=network, reference=REFERENCE)
+    parts = ["<h3>Scaling (model)</h3>"]
+    loads = [v for v in dict.fromkeys(runs["variant"]) if _reports_load(frame, runs, v)]
+    if not scaling.models and not scaling.notes and not loads:
+        parts.append("<p class='note'>No sharded algorithm ran on this dataset: there is no scaling to model.</p>")
+        return "\n".join(parts)
+    if scaling.models:
+        parts.append(_scaling_text(scaling, network))
+        variants = [v for v in _variant_order(order, runs) if v in scaling.models]
+        colours = {v: _variant_style(v, runs, styles)[0] for v in variants}
+        with_reference = bool(np.isfinite(scaling.reference_s))
+        model_label = f"model ({network.describe()})"
+        what = f"speed-up per iteration w.r.t. {REFERENCE}" if with_reference else "time per iteration"
+        parts.append(_figure(figures.scaling_figure(scaling.predictions, scaling.measured, colours, model_label,
+                                                    REFERENCE if with_reference else None),
+                             f"Modelled scaling on {dataset}",
+                             f"MODEL, not measurement: lines are the cost model's {what} for 1 to "
+                             f"{int(scaling.predictions['workers'].max())} workers on a network of "
+                             f"{network.describe()} per message; points are the measured median iteration times on "
+                             f"this machine, at the worker counts that ran."))
+        parts.append(_scaling_parameters(scaling, variants))
+        parts.append(_scaling_predictions(scaling, variants, with_reference))
+    for note in scaling.notes:
+        parts.append(f"<p class='note'>{html.escape(note)}</p>")
+    for variant in loads:
+        trace = frame[frame["run"].isin(runs.loc[runs["variant"] == variant, "run"])]
+        typical = trace[trace["iteration"] > 0].groupby("workers")["load_imbalance"].median()
+        summary = "; ".join(f"{w} worker{'s' if w > 1 else ''}: {v:.3g}" for w, v in typical.items())
+        parts.append(_figure(figures.load_figure(trace), f"Per-worker load of {variant} on {dataset}",
+                             f"Per-worker load of {variant}: points swept by each worker in every iteration (top, "
+                             f"lowest seed) and the imbalance, max / mean load (bottom; median over seeds with the "
+                             f"range). Median imbalance over iterations and seeds: {summary}. Whole clusters sit "
+                             f"on random workers, so a few large clusters unbalance the load (Gal & Ghahramani "
+                             f"2014); the slowest worker sets the pace of a synchronous iteration."))
+    return "\n".join(parts)
+
+
+def _reports_load(frame, runs, variant) -> bool:
+    """Whether ``variant`` is a sharded sampler whose traces report per-worker loads."""
+    group = runs[runs["variant"] == variant]
+    if "load_imbalance" not in frame or not costmodel.is_sharded(group["algorithm"].iloc[0]):
+        return False
+    return bool(frame.loc[frame["run"].isin(group["run"]), "load_imbalance"].notna().any())
+
+
+def _variant_order(order, runs) -> list:
+    """Variants in the order of their first label."""
+    variant_of = dict(zip(runs["label"], runs["variant"]))
+    return list(dict.fromkeys(variant_of[label] for label in order if label in variant_of))
+
+
+def _variant_style(variant, runs, styles):
+    """The style of a variant: that of its single-worker label, else of its first label."""
+    if variant in styles:
+        return styles[variant]
+    labels = [label for label in runs.loc[runs["variant"] == variant, "label"] if label in styles]
+    return styles[labels[0]] if labels else ("0.3", "")
+
+
+def _scaling_text(scaling, network) -> str:
+    serial = [m.serial_s for m in scaling.models.values()]
+    compute = [m.compute_s + m.shard_s for m in scaling.models.values()]
+    reference = (f"Speed-up = the median time of one single-worker {REFERENCE} iteration "
+                 f"({_ms(scaling.reference_s)}) / <i>T</i>(<i>W</i>): per iteration, so unlike the time-to-target "
+                 f"table above it ignores that algorithms need different numbers of iterations."
+                 if np.isfinite(scaling.reference_s) else "")
+    return (f"<p><b>This is a model, not a measurement.</b> Only the worker counts that ran here are measured; "
+            f"from them a cost model predicts the time of one synchronous iteration on <i>W</i> = 1…64 workers "
+            f"connected by a network of {html.escape(network.describe())} per message:</p>"
+            f"<p><i>T</i>(<i>W</i>) = <i>T</i><sub>serial</sub> + (<i>C</i>/<i>W</i> + <i>c</i>)"
+            f"&middot;&iota;(<i>W</i>)"
+            f" + <i>m</i>(<i>W</i>)&middot;latency + <i>b</i>(<i>W</i>)/bandwidth.</p>"
+            f"<p>Fitted per algorithm on its measured runs (iteration 0, which ships the data, and iterations that "
+            f"lost a worker left out; medians over iterations and seeds): <i>C</i> + <i>c</i>&middot;<i>W</i> is the "
+            f"shard compute per iteration (<code>compute_s</code>, affine in <i>W</i>: <i>c</i> is what every shard "
+            f"pays whatever <i>W</i>); &iota; is the slowest shard over the mean shard "
+            f"(<code>compute_max_s</code>&middot;<i>W</i>/<code>compute_s</code>) at the largest measured <i>W</i> "
+            f"&ge; 2, held for every <i>W</i> &ge; 2; bytes <i>b</i>(<i>W</i>) and messages <i>m</i>(<i>W</i>) are "
+            f"affine in <i>W</i>, fitted on the measured counts (rows that move between workers, as in auxvar, "
+            f"as a share (<i>W</i>&minus;1)/<i>W</i> "
+            f"of the data, counted twice); every message pays the latency once (an upper bound when messages "
+            f"overlap). <i>T</i><sub>serial</sub> is the master's share: measured step time &minus; compute critical "
+            f"path (slowest shard; all shards when they ran one after another) &minus; an assumed loopback transport "
+            f"({html.escape(costmodel.LOOPBACK.describe())}), averaged over the measured worker counts. It holds the "
+            f"master's own work and the execution layer's overhead per iteration (on Dask: scheduling a task per "
+            f"shard and its round trips), and is taken as independent of <i>W</i> (the table shows it per measured "
+            f"<i>W</i>: how far that holds). Fitted here: "
+            f"<i>T</i><sub>serial</sub> {_ms(min(serial))} to {_ms(max(serial))} against shard compute "
+            f"<i>C</i> + <i>c</i> of {_ms(min(compute))} to {_ms(max(compute))} per iteration. {reference}</p>")
+
+
+def _scaling_parameters(scaling, variants) -> str:
+    rows = []
+    for variant in variants:
+        model = scaling.models[variant]
+        check = costmodel.in_sample(model)
+        measured = model.measured
+        counts = ", ".join(f"{int(w)} ({int(n)} run{'s' if n > 1 else ''})"
+                           for w, n in zip(measured["workers"], measured["runs"]))
+        rows.append([variant, counts,
+                     _ms(model.serial_s),
+                     "; ".join(f"{int(w)}: {_ms(v)}" for w, v in zip(measured["workers"], measured["master_s"])),
+                     _ms(model.compute_s), _ms(model.shard_s), f"{model.imbalance:.3g}",
+                     _Raw(_affine_text(model.bytes_fixed, model.bytes_per_worker, _bytes)
+                          + (f" + 2&middot;{_bytes(model.moved_bytes)}&middot;(W&minus;1)/W" if model.moved_bytes
+                             else "")),
+                     _Raw(_affine_text(model.messages_fixed, model.messages_per_worker, lambda v: f"{v:.3g}")),
+                     "; ".join(f"{int(r.workers)}: {_ms(r.measured_s)} / {_ms(r.model_s)} ({r.error:+.0%})"
+                               for r in check.itertuples())])
+    return _table(["algorithm", "measured workers", "T_serial", "T_serial per measured W", "C", "c (per shard)",
+                   "imbalance ι (W ≥ 2)", "bytes / iteration b(W)", "messages m(W)",
+                   "measured / model at measured W (loopback)"], rows,
+                  caption="Fitted parameters of the cost model (times per iteration). The last column is the model "
+                          "under the measured conditions next to the measured median step time: how well it "
+                          "reproduces what it was fitted on.")
+
+
+def _scaling_predictions(scaling, variants, with_reference) -> str:
+    table = scaling.predictions
+    shown = [w for w in costmodel.TABLE_WORKERS if w in set(table["workers"])]
+    value = "speedup" if with_reference else "iteration_s"
+
+    def cell(x):
+        return f"{x:.3g}×" if with_reference else _ms(x)
+
+    rows = []
+    for variant in variants:
+        curve = table[table["variant"] == variant].set_index("workers")
+        measured = scaling.measured[scaling.measured["variant"] == variant]
+        best = curve[value].idxmax() if with_reference else curve[value].idxmin()
+        rows.append([variant, "; ".join(f"{int(w)}: {cell(v)}" for w, v in zip(measured["workers"], measured[value]))]
+                    + [cell(curve.loc[w, value]) for w in shown] + [f"{cell(curve.loc[best, value])} at W = {best}"])
+    what = f"speed-up per iteration w.r.t. {REFERENCE}" if with_reference else "time per iteration"
+    return _table(["algorithm", "measured (W: value)"] + [f"W = {w}" for w in shown] + ["best (model)"], rows,
+                  caption=f"Model: {what} predicted for W workers on the stated network (a model, not a "
+                          f"measurement), next to the measured values.")
+
+
+def _affine_text(fixed, per_worker, fmt) -> str:
+    """``b·W ± a`` as HTML (``fmt`` must return HTML-safe text), leaving out a zero term."""
+    if fixed and per_worker:
+        return f"{fmt(per_worker)}&middot;W {'+' if fixed > 0 else '&minus;'} {fmt(abs(fixed))}"
+    if per_worker:
+        return f"{fmt(per_worker)}&middot;W"
+    return fmt(fixed)
 
 
 def _overview_table(runs, labels) -> str:
@@ -579,6 +739,10 @@ def _lj(x) -> str:
 
 def _secs(x) -> str:
     return "–" if x is None or not np.isfinite(x) else f"{x:.3g} s"
+
+
+def _ms(x) -> str:
+    return "–" if x is None or not np.isfinite(x) else f"{x * 1e3:.3g} ms"
 
 
 def _bytes(x) -> str:

@@ -22,7 +22,8 @@ import yaml
 
 import algorithms
 import datasets
-from reports import claims
+from algorithms.backends import SerialBackend
+from reports import claims, costmodel
 from reports.report import build_report, load_runs
 from workflows import driver
 from workflows.cli import main
@@ -32,8 +33,9 @@ DATA = "synth-chang2013?n=200"
 ALGORITHMS = ("gibbs", "subc", "search")
 SEEDS = (0, 1)
 ITERATIONS = 4
-#: per dataset, convergence panels and time per iteration; speed-up against workers once
-FIGURES = 2 * 2 + 1
+#: per dataset, convergence panels and time per iteration; speed-up against workers once; the
+#: scaling model once (the labelled dataset has sharded runs, the unlabelled one none)
+FIGURES = 2 * 2 + 1 + 1
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1280,900")
@@ -125,6 +127,10 @@ def test_sections_figures_and_speed(report, traces):
     assert list(page.sections) == ["claims", "dataset-0", "dataset-1", "communication", "search", "environment"]
     assert DATA in page.sections["dataset-0"] and "Ground truth available" in page.sections["dataset-0"]
     assert "unlabelled-blobs" in page.sections["dataset-1"] and "No ground truth" in page.sections["dataset-1"]
+    # subc and slice-mr ran on shards: a scaling model, labelled as one, with its network stated
+    assert "Scaling (model)" in page.sections["dataset-0"] and "This is a model" in page.sections["dataset-0"]
+    assert f"network of {costmodel.GIGABIT.describe()}" in page.sections["dataset-0"]
+    assert "No sharded algorithm ran on this dataset" in page.sections["dataset-1"]
     for paper in ("Chang & Fisher 2013", "Daumé 2007", "Wang & Lin 2017"):
         assert paper in page.sections["claims"]
 
@@ -224,6 +230,52 @@ def test_asv_results_are_linked_when_present(traces, tmp_path):
     links = [attrs["href"] for tag, attrs in Page(out.read_text(encoding="utf-8")).tags
              if tag == "a" and not attrs["href"].startswith("#")]
     assert links == ["../../.asv/html/index.html"] and (out.parent / links[0]).resolve() == asv.resolve()
+
+
+@pytest.fixture(scope="module")
+def scaling_traces(tmp_path_factory):
+    """Traces for the scaling section (serial backend, fast): gibbs, auxvar at 1 and 2
+    workers (per-worker loads), cons-prog at 2 workers only, and slice-mr written as before
+    the backends reported compute time (no compute_s)."""
+    out = tmp_path_factory.mktemp("scaling")
+    data = datasets.load(DATA)
+    paths = []
+    for name, workers in (("gibbs", 1), ("auxvar", 1), ("auxvar", 2), ("cons-prog", 2), ("slice-mr", 2)):
+        backend = None if name == "gibbs" else SerialBackend(workers)
+        sampler = algorithms.make(name, family=data.family, seed=0, **({"backend": backend} if backend else {}))
+        trace = driver.run_chain(sampler, data.X, data.family, 1.0, 2 * ITERATIONS, truth=data.labels,
+                                 dataset=data.name, workers=workers)
+        if name == "slice-mr":
+            trace = trace.drop(columns=["compute_s", "compute_max_s", "workers_lost"])
+        meta = {"algorithm": name, "options": sampler.params, "backend": backend.describe() if backend else "serial"}
+        paths.append(driver.write_trace(trace, out / f"{name}-{workers}.parquet", meta))
+    return paths
+
+
+def test_scaling_section_models_what_it_can_and_says_what_is_missing(scaling_traces, tmp_path):
+    out = tmp_path / "scaling.html"
+    build_report(scaling_traces, out)
+    page = Page(out.read_text(encoding="utf-8"))
+    section = page.sections["dataset-0"]
+    assert "Scaling (model)" in section and "This is a model" in section
+    alts = [attrs["alt"] for tag, attrs in page.tags if tag == "img"]
+    assert f"Modelled scaling on {DATA}" in alts and f"Per-worker load of auxvar on {DATA}" in alts
+    # the stale slice-mr trace and the single worker count of cons-prog are named, not fatal
+    assert "No model for slice-mr" in section and "compute_s" in section
+    assert "cons-prog: measured at 2 worker(s) only" in section
+    frame, runs = load_runs(scaling_traces)
+    model = costmodel.scaling(frame, runs).models["auxvar"]
+    assert f"{model.imbalance:.3g}" in section
+
+    seen = open_in_chromium(out, tmp_path)
+    assert not seen["errors"], seen["errors"]
+    assert len(seen["page"]["images"]) == len(alts)
+    for image in seen["page"]["images"]:
+        assert image["decoded"] and min(image["natural"]) > 0 and min(image["box"]) > 0, image
+
+    # the network is an argument, and the page states the one it modelled
+    build_report(scaling_traces, out, network=costmodel.Network(bandwidth=10e9 / 8, latency=1e-3))
+    assert "network of 10 Gbit/s, 1 ms" in Page(out.read_text(encoding="utf-8")).sections["dataset-0"]
 
 
 def test_bad_inputs_are_named(traces, tmp_path, capsys):
