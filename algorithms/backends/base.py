@@ -230,7 +230,7 @@ class ShardGroup(ABC):
         (resets it): the communication of :meth:`take_comm`; ``compute_s``, the seconds the
         map functions computed, summed over shards; ``compute_max_s``, the largest of the
         shards' sums (the critical path of a synchronous step); and the backend's events
-        (``workers_lost``: workers that left the cluster)."""
+        (``workers_lost``: workers holding shards of this group that left the cluster)."""
         compute, self._compute = self._compute, np.zeros(self.n_shards)
         return {**self.take_comm(), "compute_s": float(compute.sum()), "compute_max_s": float(compute.max(initial=0.0)),
                 **self._take_events()}
