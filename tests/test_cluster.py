@@ -52,7 +52,8 @@ def test_embedded_cluster_loopback_sized_and_thread_limited(monkeypatch, workers
         import numba
         from threadpoolctl import threadpool_info
 
-        return ({name: os.environ.get(name) for name in cluster.THREAD_VARIABLES}, numba.get_num_threads(),
+        return ({name: os.environ.get(name) for name in (*cluster.THREAD_VARIABLES, *cluster.MALLOC_ENVIRONMENT)},
+                numba.get_num_threads(),
                 {pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()}, os.getpid())
 
     with (pytest.raises(KeyboardInterrupt) if interrupt else nullcontext(),
@@ -74,7 +75,7 @@ def test_embedded_cluster_loopback_sized_and_thread_limited(monkeypatch, workers
     assert len(seen) == workers and all(addr.startswith("tcp://127.0.0.1:") for addr in seen)
     for env, numba_threads, pools, pid in seen.values():
         assert pid != os.getpid()  # worker processes, not threads of this one
-        assert env == {name: str(threads) for name in cluster.THREAD_VARIABLES}
+        assert env == {**{name: str(threads) for name in cluster.THREAD_VARIABLES}, **cluster.MALLOC_ENVIRONMENT}
         assert numba_threads == threads
         assert pools and set(pools.values()) == {threads}, pools  # BLAS and OpenMP pools as sized
     assert parent_env == "7"  # the parent's own environment is left as it was

@@ -27,6 +27,11 @@ from contextlib import contextmanager, suppress
 SCHEDULER_TIMEOUT = 5.0
 #: environment variables that size the thread pools of a worker's numerical libraries
 THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: glibc malloc settings of an embedded worker (they replace dask's default): with the
+#: Nanny's 64 kB trim threshold every large numpy temporary is a fresh mmap, returned to the
+#: system when freed, and the next map pays the page faults again (slice-mr's map on 128k
+#: points: 300 ms instead of ~130 ms, measured)
+MALLOC_ENVIRONMENT = {"MALLOC_TRIM_THRESHOLD_": str(128 << 20), "MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
 
 
 def scheduler_address(scheduler=None) -> str | None:
@@ -198,7 +203,7 @@ def _local_cluster(workers: int, threads: int):
     # environment at spawn time (the Nanny's "pre-spawn" environment). A variable already set
     # in the parent would override the pre-spawn config, hence the temporary os.environ edit;
     # the Nanny keeps the values for restarts of its worker.
-    pre_spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}
+    pre_spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **MALLOC_ENVIRONMENT, **env}
     with _environ(env), dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn}):
         return distributed.LocalCluster(
             n_workers=workers, threads_per_worker=threads, processes=True,
