@@ -54,6 +54,17 @@ def record_chain(name, X, family, alpha, backend, seed, steps, init_clusters, **
     return labels, infos, state
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A real Dask cluster for the tests of a module: the workflow's own embedded cluster
+    (2 worker processes x 1 thread on the loopback interface, numerical libraries sized to
+    1 thread, the workers' malloc settings)."""
+    from workflows.cluster import dask_client
+
+    with dask_client(workers=2, threads=1) as client:
+        yield client
+
+
 @pytest.fixture(params=sorted(PROBLEMS))
 def problem(request):
     return (request.param,) + PROBLEMS[request.param]()

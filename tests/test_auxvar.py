@@ -19,27 +19,7 @@ from algorithms.auxvar import AuxiliaryVariable, LocalStep, local_step, place_cl
 from algorithms.backends import DaskBackend, SerialBackend, run_on_shard, wire_size
 from algorithms.exact import check_against_exact
 from reports.metrics import log_joint, vi
-
-#: the Nanny's pre-spawn environment of the test clusters: with Dask's default malloc trim
-#: threshold numpy-heavy maps run about 3x slower (see algorithms/backends/dask_backend.py)
-WORKER_ENV = {"MALLOC_TRIM_THRESHOLD_": "134217728", "MALLOC_MMAP_THRESHOLD_": "33554432", "NUMBA_NUM_THREADS": "1"}
-
-
-@pytest.fixture(scope="module")
-def dask_client():
-    """A real cluster: 2 worker processes x 1 thread on the loopback interface."""
-    distributed = pytest.importorskip("distributed")
-    import dask
-
-    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_ENV}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                           dashboard_address=None)
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
-
+from workflows.cluster import MALLOC_ENVIRONMENT
 
 def run(X, family, backend, seed=3, steps=8, init_clusters=3, alpha=1.0, **options):
     """Labels and info after init and after every step, and the last state."""
@@ -187,14 +167,14 @@ def test_recovers_a_synthetic_clustering():
     assert log_joint(ds.X, state.labels, ds.family, 1.0) > truth - 0.02 * abs(truth)
 
 
-def test_dask_gives_the_serial_labels_and_traffic(dask_client):
+def test_dask_gives_the_serial_labels_and_traffic(client):
     """Same seed, same worker count: two Dask worker processes give the labels and the
     counted traffic of two serial shards at every iteration, with rows really moving
     between the workers."""
-    env = dask_client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
-    assert set(env.values()) == {WORKER_ENV["MALLOC_TRIM_THRESHOLD_"]}
+    env = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    assert set(env.values()) == {MALLOC_ENVIRONMENT["MALLOC_TRIM_THRESHOLD_"]}
     ds = datasets.load("synth-wang2017?n_clusters=10&scale=0.05")
-    backend = DaskBackend(dask_client, n_workers=2)
+    backend = DaskBackend(client, n_workers=2)
     dask_labels, dask_infos, state = run(ds.X, ds.family, backend, steps=6)
     serial_labels, serial_infos, _ = run(ds.X, ds.family, SerialBackend(2), steps=6)
     for a, b in zip(dask_labels, serial_labels):

@@ -10,7 +10,6 @@ import pytest
 import scipy.sparse as sp
 from conftest import PROBLEMS, record_chain
 
-import algorithms
 import datasets
 from algorithms.backends import (
     DaskBackend,
@@ -138,18 +137,6 @@ def test_make_backend():
 
 
 # ---- Dask -----------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    # 2 worker processes x 1 thread, 1 numba thread each (no oversubscription of 2 cores)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=None, env={"NUMBA_NUM_THREADS": "1"})
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
-
 
 def test_dask_gives_the_serial_labels_and_traffic(client):
     """slice-mr on two Dask workers and on two serial shards, same seed: the same labels

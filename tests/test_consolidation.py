@@ -378,23 +378,6 @@ def test_bad_options_and_families_are_rejected():
 
 # ---- a real Dask cluster --------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    import dask
-
-    # 2 worker processes x 1 thread, 1 numba thread each; malloc thresholds as the backend
-    # recommends (numpy-heavy maps are ~3x slower with Dask's defaults)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 134217728,
-                          "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": 33554432}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                           dashboard_address=None, env={"NUMBA_NUM_THREADS": "1"})
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
-
-
 def test_dask_gives_the_serial_labels_for_the_synchronous_samplers(client):
     """Two Dask workers and two serial shards, same seed: the same labels and the same
     counted traffic at every iteration; the shards never move."""

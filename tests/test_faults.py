@@ -22,6 +22,7 @@ import algorithms
 import datasets
 from algorithms.backends import DaskBackend, SerialBackend
 from algorithms.backends.dask_backend import DaskShardGroup
+from workflows.cluster import dask_client
 from workflows.driver import run_chain
 
 DATASET = "synth-wang2017?n_clusters=8&scale=0.03"  # 510 points in 2-D, 8 clusters
@@ -31,26 +32,14 @@ NOT_REPRODUCIBLE = ("time_s", "compute_s", "compute_max_s", "workers_lost")
 #: seconds a stalled step waits to be killed; far above the kill's latency, and bounds the
 #: test if the kill never comes (the run then completes and the assertions fail)
 STALL_S = 60.0
-#: the Nanny's pre-spawn environment (as in test_auxvar.py: numpy-heavy maps are ~3x slower
-#: with Dask's default malloc trim threshold; one numba thread per 1-thread worker)
-WORKER_ENV = {"MALLOC_TRIM_THRESHOLD_": "134217728", "MALLOC_MMAP_THRESHOLD_": "33554432", "NUMBA_NUM_THREADS": "1"}
 
 
 @pytest.fixture
 def client():
     """A fresh cluster of 2 worker processes x 1 thread for every test: a test never
     inherits a restarted worker (the Nanny restarts a killed one at a new address)."""
-    distributed = pytest.importorskip("distributed")
-    import dask
-
-    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_ENV}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                           dashboard_address=None)
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    with dask_client(workers=2, threads=1) as client:
+        yield client
 
 
 # ---- a step that stalls where it runs until the test kills that worker ------------------
@@ -241,16 +230,21 @@ def test_slice_mr_survives_a_worker_killed_mid_step(client, tmp_path):
     check_one_label_per_point(state, ds.X.shape[0])
 
 
-def test_cons_prog_survives_a_worker_killed_mid_step(client, tmp_path):
-    ds, trace, state, ref_trace, ref_state = killed_run(client, tmp_path, "cons-prog", "worker_cycle", kill_at=3,
-                                                         iterations=6)
-    check_same_as_uninterrupted(trace, state, ref_trace, ref_state)
+def check_master_statistics(ds, trace, state):
+    """The consolidation master's global statistics equal those of the gathered labels."""
     labels = state.labels
     G = int(trace["n_clusters"].iloc[-1])
     assert sorted(np.unique(labels)) == list(range(G))
     for got, want in zip(state.global_stats(ds.family), ds.family.stats(ds.X, labels, G)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-9)
     assert state.atoms.rows[:, 0].sum() == ds.X.shape[0]
+
+
+def test_cons_prog_survives_a_worker_killed_mid_step(client, tmp_path):
+    ds, trace, state, ref_trace, ref_state = killed_run(client, tmp_path, "cons-prog", "worker_cycle", kill_at=3,
+                                                         iterations=6)
+    check_same_as_uninterrupted(trace, state, ref_trace, ref_state)
+    check_master_statistics(ds, trace, state)
     check_one_label_per_point(state, ds.X.shape[0])
 
 
@@ -297,11 +291,6 @@ def test_cons_async_survives_a_worker_killed_mid_cycle(client, tmp_path):
     # as soon as its first was integrated, while the other worker computes
     ds, trace, state = killed_run(client, tmp_path, "cons-async", "worker_cycle", kill_at=3, call=6, iterations=6,
                                   reference=False, cycles=2)
-    labels = state.labels
-    G = int(trace["n_clusters"].iloc[-1])
-    assert sorted(np.unique(labels)) == list(range(G))
-    for got, want in zip(state.global_stats(ds.family), ds.family.stats(ds.X, labels, G)):
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-9)
-    assert state.atoms.rows[:, 0].sum() == ds.X.shape[0]
+    check_master_statistics(ds, trace, state)
     assert (trace["messages"].iloc[1:] == 8).all()  # 2 cycles of 2 workers, one message each way
     check_one_label_per_point(state, ds.X.shape[0])

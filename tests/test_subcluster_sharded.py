@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import PROBLEMS, untimed
-from test_auxvar import dask_client  # noqa: F401  (the 2-worker LocalCluster fixture)
 
 import algorithms
 import datasets
@@ -104,12 +103,12 @@ def test_a_steady_iteration_is_one_map_of_statistics():
         assert 8 * 2 * K * (D + 2) < info["bytes_received"] / M < 8 * 2 * K * (D + 2) + 1024
 
 
-def test_dask_gives_the_serial_labels_and_traffic(dask_client):  # noqa: F811
+def test_dask_gives_the_serial_labels_and_traffic(client):
     """Two Dask worker processes and two serial shards, same seed, from a single cluster
     through the first splits: the same labels, sub-labels and counted traffic."""
     ds = datasets.load("synth-wang2017?n_clusters=10&scale=0.05")
     options = {"burnin": "first-nonincrease", "random_split_prob": 0.3}
-    dask_trace, state = run(ds.X, ds.family, DaskBackend(dask_client, n_workers=2), steps=12, check=False, **options)
+    dask_trace, state = run(ds.X, ds.family, DaskBackend(client, n_workers=2), steps=12, check=False, **options)
     serial_trace, _ = run(ds.X, ds.family, SerialBackend(2), steps=12, check=False, **options)
     for (la, sa, ia), (lb, sb, ib) in zip(dask_trace, serial_trace):
         np.testing.assert_array_equal(la, lb)
