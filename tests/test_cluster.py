@@ -82,6 +82,21 @@ def test_embedded_cluster_loopback_sized_and_thread_limited(monkeypatch, workers
     assert not wait_gone([pid for *_, pid in seen.values()]), "worker processes outlived the cluster"
 
 
+def test_worker_restarts_leave_numbas_thread_count_in_this_process_alone(monkeypatch):
+    """The Nanny writes its pre-spawn variables into this process's environment at every
+    worker start; numba re-reads NUMBA_NUM_THREADS at each compilation and raises if it no
+    longer matches its running pool, so that variable must reach the workers another way."""
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    with cluster.dask_client(workers=1, threads=1) as client:
+        client.restart()  # as after a lost worker
+        assert "NUMBA_NUM_THREADS" not in os.environ
+        import numba
+
+        seen = client.run(lambda: (os.environ.get("NUMBA_NUM_THREADS"), numba.get_num_threads()))
+    assert list(seen.values()) == [("1", 1)]
+    assert "NUMBA_NUM_THREADS" not in os.environ
+
+
 def test_bad_sizes_are_named():
     with pytest.raises(ValueError, match="workers"), cluster.dask_client(workers=0):
         pass

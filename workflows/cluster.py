@@ -201,10 +201,15 @@ def _local_cluster(workers: int, threads: int):
     # BLAS and OpenMP read their variables when first loaded, and a spawned worker may load
     # numpy before the Nanny applies `env`: so the variables must also be in the parent's
     # environment at spawn time (the Nanny's "pre-spawn" environment). A variable already set
-    # in the parent would override the pre-spawn config, hence the temporary os.environ edit;
-    # the Nanny keeps the values for restarts of its worker.
-    pre_spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **MALLOC_ENVIRONMENT, **env}
-    with _environ(env), dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn}):
+    # in the parent would override the pre-spawn config, hence the temporary os.environ edit.
+    # The Nanny writes the pre-spawn variables into *this* process's environment, for good and
+    # again at every restart of its worker: NUMBA_NUM_THREADS must stay out of it, since numba
+    # re-reads it at every compilation here and refuses a value that differs from the size of
+    # its running thread pool. Numba reads it when a worker first runs a parallel kernel,
+    # long after the Nanny has applied `env`.
+    spawn = {name: value for name, value in env.items() if name != "NUMBA_NUM_THREADS"}
+    pre_spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **MALLOC_ENVIRONMENT, **spawn}
+    with _environ(spawn), dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn}):
         return distributed.LocalCluster(
             n_workers=workers, threads_per_worker=threads, processes=True,
             host="127.0.0.1", dashboard_address="127.0.0.1:0",  # loopback only, any free port
