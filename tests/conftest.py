@@ -70,12 +70,29 @@ def problem(request):
     return (request.param,) + PROBLEMS[request.param]()
 
 
-def pytest_configure(config):
-    config.exactness_report = []
+def report_exactness(request, name, problem, res, exact=True, note=""):
+    """Add a harness result to the terminal summary (travels with the test's report, so it
+    reaches the summary from pytest-xdist's worker processes too)."""
+    row = (f"{name:<22} {problem:<9} exact={str(exact):<5} TV={res.tv:.4f}  MC threshold={res.threshold:.4f} "
+           f"(inflation {res.inflation:.2f}, {res.n_samples} samples{note})")
+    request.node.user_properties.append(("exactness", row))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, keep the tests that share a module- or session-scoped fixture (a
+    Dask cluster, a workflow run) in one worker process, so the fixture is built once."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        definitions = fixtures.name2fixturedefs.values() if fixtures is not None else ()
+        if any(d[-1].scope in ("module", "package") for d in definitions):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    rows = getattr(config, "exactness_report", [])
+    rows = [value for reports in terminalreporter.stats.values() for r in reports
+            if getattr(r, "when", None) == "call" for key, value in getattr(r, "user_properties", ())
+            if key == "exactness"]
     if rows:
         terminalreporter.section("exactness harness: TV distance to the exact posterior")
         for row in sorted(rows):

@@ -10,7 +10,7 @@ import pytest
 import algorithms
 from algorithms.exact import check_against_exact, exact_posterior, gibbs_transition_matrix
 from algorithms.partitions import enumerate_partitions
-from conftest import PROBLEMS
+from conftest import PROBLEMS, report_exactness
 
 BELL = [1, 1, 2, 5, 15, 52, 203, 877]
 
@@ -55,9 +55,7 @@ def test_sampler_against_exact_posterior(name, problem, request):
     exact = algorithms.get(name).exact
     # approximate samplers only report their distance: a smaller budget measures it well enough
     res = check_against_exact(name, X, fam, alpha, samples=1500 if exact else 500)
-    request.config.exactness_report.append(
-        f"{name:<22} {label:<9} exact={str(exact):<5} TV={res.tv:.4f}  MC threshold={res.threshold:.4f} "
-        f"(inflation {res.inflation:.2f}, {res.n_samples} samples)")
+    report_exactness(request, name, label, res, exact=exact)
     if exact:
         assert res.passed, f"{name} on {label}: TV {res.tv:.4f} > calibrated threshold {res.threshold:.4f}"
     else:

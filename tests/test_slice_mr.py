@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import PROBLEMS, record_chain
+from conftest import PROBLEMS, record_chain, report_exactness
 
 import algorithms
 import datasets
@@ -90,9 +90,7 @@ def test_exact_with_several_shards(monkeypatch, request):
     X, fam, alpha = PROBLEMS["known-1d"]()
     monkeypatch.setattr(algorithms, "make", functools.partial(algorithms.make, backend=SerialBackend(2)))
     res = check_against_exact("slice-mr", X, fam, alpha)
-    request.config.exactness_report.append(
-        f"{'slice-mr (2 shards)':<22} {'known-1d':<9} exact=True  TV={res.tv:.4f}  MC threshold={res.threshold:.4f} "
-        f"(inflation {res.inflation:.2f}, {res.n_samples} samples)")
+    report_exactness(request, "slice-mr (2 shards)", "known-1d", res)
     assert res.passed, f"TV {res.tv:.4f} > calibrated threshold {res.threshold:.4f}"
 
 
