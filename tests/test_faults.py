@@ -3,7 +3,7 @@ it). The run completes every iteration; every point ends with exactly one label;
 master's statistics equal a recomputation from the gathered labels; the trace records the
 loss (``workers_lost``) on the iteration it happened; and the synchronous samplers give
 exactly the labels and trace of an uninterrupted run with the same seed and worker count,
-because the lost shard is replayed from its lineage of pure steps (see
+because the lost shard is rebuilt by replaying its pure steps (see
 ``algorithms/backends/dask_backend.py``)."""
 from __future__ import annotations
 
@@ -72,14 +72,14 @@ class StallingGroup(DaskShardGroup):
         self._calls = 0
         self.stalled_payload = None
 
-    def _submit(self, index, fn, payload):
+    def _submit(self, index, fn, payload, size):
         fn_name, nth, marker = self._stall
         if index == 0 and getattr(fn, "__name__", None) == fn_name:
             self._calls += 1
             if self._calls == nth:
                 fn = functools.partial(stall_once, fn, marker)
                 self.stalled_payload = payload
-        return super()._submit(index, fn, payload)
+        return super()._submit(index, fn, payload, size)
 
 
 def row_ids(shard, _payload):
@@ -294,3 +294,33 @@ def test_cons_async_survives_a_worker_killed_mid_cycle(client, tmp_path):
     check_master_statistics(ds, trace, state)
     assert (trace["messages"].iloc[1:] == 8).all()  # 2 cycles of 2 workers, one message each way
     check_one_label_per_point(state, ds.X.shape[0])
+
+
+@pytest.mark.parametrize("ratio", [0.0, 2.0])
+def test_a_shard_lost_between_steps_is_rebuilt_from_its_checkpoint_and_log(client, ratio):
+    """With ``checkpoint_ratio`` 0 every step checkpoints, so nothing is kept to replay and a
+    lost shard is rebuilt from its last checkpoint alone; with the default it is rebuilt
+    from its creation and the logged payloads. Either way the chain goes on exactly as the
+    serial one, and the loss is reported once."""
+    ds = datasets.load(DATASET)
+    runs = [algorithms.make("slice-mr", family=ds.family, alpha=1.0, seed=3, backend=backend)
+            for backend in (DaskBackend(client, n_workers=2, checkpoint_ratio=ratio), SerialBackend(2))]
+    states = [s.init(ds.X, init_clusters=2) for s in runs]
+
+    def steps(n):
+        lost = 0
+        for _ in range(n):
+            for j, s in enumerate(runs):
+                states[j] = s.step(states[j])
+            lost += states[0].info["workers_lost"]
+        return lost
+
+    assert steps(3) == 0
+    group = states[0].shards
+    assert group.log_bytes == [0, 0] if ratio == 0 else min(group.log_bytes) > 0
+    victim = group.workers[0]
+    os.kill(client.run(os.getpid)[victim], signal.SIGKILL)
+    assert steps(3) == 1
+    assert victim not in group.workers and group.locations() == [{w} for w in group.workers]
+    np.testing.assert_array_equal(states[0].labels, states[1].labels)
+    group.close()

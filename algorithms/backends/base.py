@@ -9,8 +9,8 @@ generator and returns a small *result* (counts and sufficient statistics) to the
 Map functions have the signature ``fn(shard, payload) -> result``. They receive a private
 copy of the shard's mutable part (labels, generator; the rows of ``X`` are shared and
 read-only) and may update it in place. The shard they were given is never modified, so a
-step can be re-run from its input and gives the same result; this is what lets Dask
-recompute a lost shard from its lineage.
+step can be re-run from its input and gives the same result; this is what lets the Dask
+backend rebuild a lost shard by replaying its steps.
 
 Communication is counted at the algorithm level, by serialising what crosses the wire:
 every payload (with the reference to its map function) once per shard it is sent to, every
@@ -248,9 +248,10 @@ class ShardGroup(ABC):
         """
         if not 0 <= index < self.n_shards:
             raise ValueError(f"shard index must be in 0..{self.n_shards - 1}, got {index}")
-        self._count_sent(wire_size((fn, payload)) if size is None else size)
+        size = wire_size((fn, payload)) if size is None else size
+        self._count_sent(size)
         self._labels = None
-        return Pending(index, self._submit(index, fn, payload))
+        return Pending(index, self._submit(index, fn, payload, size))
 
     def results(self, pending: list[Pending]) -> list:
         """Wait for every submitted map function; their results in the order given."""
@@ -305,8 +306,9 @@ class ShardGroup(ABC):
 
     # ---- what each backend implements --------------------------------------------------
     @abstractmethod
-    def _submit(self, index: int, fn: Callable, payload):
-        ...
+    def _submit(self, index: int, fn: Callable, payload, size: int):
+        """Start ``fn(shard, payload)`` on shard ``index``; ``size`` is the serialised size of
+        ``(fn, payload)``. Returns the backend's handle."""
 
     @abstractmethod
     def _results(self, pending: list[Pending]) -> list[tuple]:

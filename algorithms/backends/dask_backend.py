@@ -1,49 +1,43 @@
 """The Dask backend: shards resident on ``distributed`` workers (ENGINEERING-NOTES §3.1).
 
-Each shard is created *by a task* pinned to its worker (``client.submit(make_shard, ...,
-workers=[w])``), so the scheduler knows how to recompute it; scattered data could not be
-recovered after a worker loss. Its rows travel once, inside that task.
-
-An iteration submits, per shard, ``run_on_shard(fn, shard, payload)``: it runs where the
-shard is, returns the next version of the shard (a new future, which replaces the old one;
-the old version is then released from the worker's memory) and a second small task hands
-the map function's result back. Map functions are pure (see :mod:`.base`), so the chain of
-versions is a lineage Dask can replay: if a worker is lost, its shard is rebuilt from the
-creation task and the recorded payloads, with the same labels and generator state.
-Placement is a preference (``allow_other_workers=True``) so that such a replay can run on a
-surviving worker; in the synchronous schedule a worker never has a queued step another could
-steal, so shards do not move (the tests check ``who_has``).
+Each shard lives in a Dask *actor* (:class:`ShardActor`) on its worker. An iteration calls
+``actor.step(fn, payload)``: one direct request to the worker and one reply with the map
+function's small result. (The first version of this backend chained two scheduler tasks per
+shard and step, so that the scheduler's lineage could replay a lost shard. Measured here
+with no work in them, 2 workers: two chained tasks per shard plus the gather 22 ms, one task
+per shard 12-14 ms, one actor call per shard 3 ms; every scheduler hop costs 3-4 ms on this
+box. ``slice-mr`` spent more time in that overhead than in computing with 2 workers.)
 
 Worker loss (checked by killing a worker mid-step, ``tests/test_faults.py``):
 
-* *Recovery.* A released version's data leave the worker, but the scheduler keeps its task
-  (function and payload) for as long as a later version depends on it, and forgets the
-  chain only when the group is closed (or dropped). So a lost current version is
-  recomputed from the creation task through every recorded step, on a surviving worker,
-  with the same labels and generator state: a killed run gives the labels of an
-  uninterrupted one. The price: the scheduler holds every payload of the run (measured:
-  pickled task specs of 489 kB after 40 ``auxvar`` iterations whose cumulative
-  ``bytes_sent`` was 455 kB), and a replay re-runs every step of the lost shards. With
-  no worker left at all, the tasks wait for one to join (Dask's
-  ``distributed.scheduler.no-workers-timeout`` makes that an error); a Nanny usually
-  restarts a killed worker, but not always (in repeated kills here, some restarts never
-  came back).
+* *Recovery without the scheduler's lineage.* The master keeps, per shard, a *base* (the
+  shard as created, or its last checkpoint) and the *log* of every ``(fn, payload)`` sent
+  since. Map functions are pure (see :mod:`.base`), so a shard lost with its worker is
+  rebuilt exactly on a survivor: a new actor loads the base and replays the log, then the
+  step in flight is sent again. A killed run gives the labels of an uninterrupted one.
+* *Bounded memory.* When a shard's log outgrows ``checkpoint_ratio`` times the size of its
+  base, the master fetches the shard itself (labels, generator state, rows) as the new
+  base and drops the log: the master holds at most ``1 + checkpoint_ratio`` times the data.
+  The checkpoint's transfer is fault-tolerance overhead, not the algorithm's
+  communication, and is not counted in ``bytes_received`` (it is in the step's time).
+* *Telling a loss from an error.* A call fails with an ``OSError`` (or the actor's
+  proxy refuses it) when its worker is gone; the group then waits up to ``loss_timeout``
+  seconds for the scheduler's ``remove-worker`` event of that worker. Any other error, or
+  no event, is the map function's own failure and is raised.
 * *Reporting.* The scheduler publishes a ``remove-worker`` event when a worker leaves, on a
   topic named by the worker's address; the group subscribes to the topics of the workers it
   places shards on (:class:`_Departures`), the scheduler pushes the event to the client, and
   :meth:`ShardGroup.take_stats` reports ``workers_lost``: how many of those workers left
-  the cluster since the previous call (a worker holding nothing of the run is not an event
-  of the run). Nothing is polled and the topics are silent while no worker comes or goes,
-  so a step costs no extra message (measured: no event reached the client in 1,200
-  ``slice-mr`` iterations, whose time was unchanged within the noise).
-* *Placement.* Shards whose worker left are placed (as a preference) on the group's
-  surviving workers, the least loaded first, for every later task; a replay itself runs
-  wherever the scheduler puts it.
+  the cluster since the previous call, counted once whether the event or a failed call
+  told first (a worker holding nothing of the run is not an event of the run). Nothing is
+  polled and the topics are silent while no worker comes or goes.
+* *Placement.* Shards whose worker left are placed on the group's surviving workers, the
+  least loaded first (any live worker of the cluster if none of the group's is left).
+  With no worker left at all, a rebuild waits for one to join (Dask's
+  ``distributed.scheduler.no-workers-timeout`` makes that an error); a Nanny usually
+  restarts a killed worker, at a new address, but not always.
 
-Costs measured here (2 workers x 1 thread, loopback, a loaded 2-core box): an iteration's
-two chained tasks per shard plus the gather take 13-15 ms with no work in them (one task
-alone: 8-9 ms), the price of the lineage above. Start workers with larger ``malloc``
-thresholds in the Nanny's *pre-spawn* environment, e.g.
+Start workers with larger ``malloc`` thresholds in the Nanny's *pre-spawn* environment, e.g.
 ``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_ = 128 MiB`` and
 ``MALLOC_MMAP_THRESHOLD_ = 32 MiB``: with Dask's default trim threshold (64 kB) every large
 numpy temporary is a fresh ``mmap`` and the ``slice-mr`` map step on 128k points took
@@ -64,11 +58,13 @@ import numpy as np
 from .base import (
     Backend,
     Pending,
+    Shard,
     ShardGroup,
     make_shard,
     run_on_shard,
     shard_labels,
     shard_output,
+    wire_size,
 )
 
 
@@ -143,51 +139,208 @@ class _Departures:
                 group._worker_left(address)
 
 
-class DaskShardGroup(ShardGroup):
-    """The shards of one chain on a ``distributed`` cluster (see the module docstring)."""
+class ShardActor:
+    """One shard, resident on a worker between calls (a Dask actor; see the module docstring).
 
-    def __init__(self, client, offsets, specs, workers):
+    Created empty (so that the scheduler, which recomputes a lost actor's creation task,
+    never replays data), then :meth:`load`-ed by the group.
+    """
+
+    def __init__(self):
+        self._shard = None
+
+    def load(self, shard: Shard, log) -> None:
+        """Take ``shard`` and replay the map functions ``log`` (``(fn, payload)`` pairs) on it."""
+        for fn, payload in log:
+            shard = run_on_shard(fn, shard, payload)
+        self._shard = shard
+
+    def step(self, fn, payload) -> tuple:
+        """Run map function ``fn``; ``(result, seconds)`` (:func:`shard_output`)."""
+        self._shard = run_on_shard(fn, self._shard, payload)
+        return shard_output(self._shard)
+
+    def labels(self):
+        """:func:`shard_labels` of the shard."""
+        return shard_labels(self._shard)
+
+    def snapshot(self) -> Shard:
+        """The shard itself (a checkpoint)."""
+        return self._shard
+
+
+class _Call:
+    """A map function sent to one shard's actor; ``outcome`` is set from the client's event
+    loop when the reply (or a failure) arrives."""
+
+    __slots__ = ("index", "fn", "payload", "outcome", "collected", "value")
+
+    def __init__(self, index, fn, payload):
+        self.index, self.fn, self.payload = index, fn, payload
+        self.outcome = None  #: ("ok", shard_output pair) or ("error", exception)
+        self.collected = False
+        self.value = None
+
+
+class DaskShardGroup(ShardGroup):
+    """The shards of one chain on a ``distributed`` cluster (see the module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    offsets : (n_shards + 1,) array
+    specs : list of tuple
+        ``make_shard(*spec)`` for every shard.
+    workers : list of str
+        Address of the worker each shard is placed on.
+    checkpoint_ratio : float
+        Checkpoint a shard when its log of payloads is larger than this many times its last
+        base (see the module docstring).
+    loss_timeout : float
+        Seconds a failed call waits for its worker's removal before it counts as an error.
+    """
+
+    def __init__(self, client, offsets, specs, workers, checkpoint_ratio: float = 2.0, loss_timeout: float = 30.0):
         super().__init__(offsets)
         self._client = client
         self._workers = list(workers)
+        self._checkpoint_ratio = float(checkpoint_ratio)
+        self._loss_timeout = float(loss_timeout)
         self._token = uuid.uuid4().hex[:8]
         self._counter = itertools.count()
-        self._lock = threading.Lock()
+        # the client's event-loop thread (replies, departures) and the caller's thread share it
+        self._cond = threading.Condition()
         self._lost = 0  #: workers that left since the last :meth:`_take_events`
         self._gone = set()  #: addresses of the workers that left while the group was open
-        self._replace = False  #: a worker left: check the placement before the next task
+        self._replace = False  #: a worker left: check the placement before the next rebuild
+        self._base = [make_shard(*spec) for spec in specs]  #: what each shard is rebuilt from
+        self._base_size = [wire_size(b) for b in self._base]
+        self._log = [[] for _ in specs]  #: (fn, payload) sent to each shard since its base
+        self._log_size = [0] * len(specs)
+        self._in_flight: list[_Call | None] = [None] * len(specs)
+        self._creations = [None] * len(specs)  #: the actors' creation futures (they keep them alive)
+        self._actors = [None] * len(specs)
+        self._actor_at = [None] * len(specs)  #: worker each actor was created on
         self._departures = _Departures.of(client)
-        self._departures.add(self, set(self._workers))  # before the first task (see _Departures.add)
-        self._futures = [self._task(make_shard, *spec, index=spec[0], name="shard-make") for spec in specs]
+        self._departures.add(self, set(self._workers))  # before the first actor (see _Departures.add)
+        self._build(range(len(specs)))
+
+    # ---- actors --------------------------------------------------------------------------
+    def _build(self, indices):
+        """(Re)create the actors of shards ``indices`` on their placed workers, loaded with
+        their base and every logged step but the one in flight."""
+        from distributed import wait
+
+        indices = list(indices)
+        for i in indices:
+            if self._creations[i] is not None:
+                self._creations[i].release()
+            key = f"shard-actor-{self._token}-{i}-{next(self._counter)}"
+            self._creations[i] = self._client.submit(ShardActor, key=key, workers=[self._workers[i]],
+                                                     allow_other_workers=False, actor=True, pure=False)
+        wait([self._creations[i] for i in indices])
+        loads = []
+        for i in indices:
+            self._actors[i], self._actor_at[i] = self._creations[i].result(), self._workers[i]
+            done = self._log[i][:-1] if self._in_flight[i] is not None else self._log[i]
+            loads.append(self._actors[i].load(self._base[i], done))
+        for future in loads:
+            future.result()
+
+    def _issue(self, call: _Call):
+        """Send ``call`` to its shard's actor; the reply lands in ``call.outcome``."""
+        self._in_flight[call.index] = call
+        call.outcome = None
+        try:
+            future = self._actors[call.index].step(call.fn, call.payload)
+        except RuntimeError as error:  # the proxy knows its actor's worker was lost
+            self._settle(call, ("error", OSError(str(error))))
+            return
+
+        async def watch():
+            try:
+                outcome = ("ok", await future)
+            except Exception as error:  # noqa: BLE001 - handed to the caller's thread
+                outcome = ("error", error)
+            self._settle(call, outcome)
+
+        self._client.loop.add_callback(watch)
+
+    def _settle(self, call, outcome):
+        with self._cond:
+            call.outcome = outcome
+            self._cond.notify_all()
+
+    def _collect(self, call: _Call) -> tuple:
+        """Wait for ``call``; rebuild its shard and send it again if its worker was lost."""
+        while not call.collected:
+            with self._cond:
+                self._cond.wait_for(lambda: call.outcome is not None)
+            kind, value = call.outcome
+            if kind == "error":
+                self._recover(call.index, value)
+                continue
+            call.collected, call.value = True, value
+            if self._in_flight[call.index] is call:
+                self._in_flight[call.index] = None
+                self._maybe_checkpoint(call.index)
+        return call.value
+
+    def _recover(self, index, error):
+        """A call to shard ``index`` failed: if its worker left the cluster, rebuild every
+        shard the group had there on a survivor and send their calls in flight again;
+        otherwise raise ``error``."""
+        address = self._workers[index]
+        if not isinstance(error, OSError):
+            raise error
+        with self._cond:
+            if not self._cond.wait_for(lambda: address in self._gone, timeout=self._loss_timeout):
+                raise error
+        self._replace_orphans()
+        with self._cond:
+            orphans = [i for i, w in enumerate(self._actor_at) if w in self._gone]
+        self._build(orphans)
+        for i in orphans:
+            if self._in_flight[i] is not None:
+                self._issue(self._in_flight[i])
+
+    def _maybe_checkpoint(self, index):
+        if self._log_size[index] > self._checkpoint_ratio * self._base_size[index]:
+            try:
+                base = self._actors[index].snapshot().result()
+            except OSError:  # lost right now: the next call rebuilds from the log
+                return
+            self._base[index], self._base_size[index] = base, wire_size(base)
+            self._log[index], self._log_size[index] = [], 0
 
     # ---- worker loss -------------------------------------------------------------------
     def _worker_left(self, address):
         """A worker left the cluster (called from the client's event-loop thread)."""
-        with self._lock:
-            self._lost += 1
-            self._gone.add(address)
-            self._replace = True
+        with self._cond:
+            if address not in self._gone:
+                self._lost += 1
+                self._gone.add(address)
+                self._replace = True
+            self._cond.notify_all()
 
     def _take_events(self) -> dict:
-        with self._lock:
+        with self._cond:
             lost, self._lost = self._lost, 0
         return {"workers_lost": lost}
 
     def _replace_orphans(self):
-        """Prefer a surviving worker for every shard whose worker left: the group's own
-        survivors, the least loaded first; if none is left, any live worker of the cluster.
-        Only a preference: a shard nobody can be placed for still runs (and is replayed)
-        wherever the scheduler decides."""
-        with self._lock:
+        """Place every shard whose worker left on a surviving worker: the group's own
+        survivors, the least loaded first; if none is left, any live worker of the
+        cluster."""
+        with self._cond:
             gone, self._replace = set(self._gone), False
         orphans = [i for i, w in enumerate(self._workers) if w in gone]
         if not orphans:
             return
         survivors = [w for w in dict.fromkeys(self._workers) if w not in gone]
         if not survivors:  # a round trip, only after losing every worker of the group
+            self._client.wait_for_workers(1)
             survivors = [w for w in sorted(self._client.scheduler_info()["workers"]) if w not in gone]
-            if not survivors:
-                return
             self._departures.add(self, survivors)
         load = {w: 0 for w in survivors}
         for w in self._workers:
@@ -198,57 +351,72 @@ class DaskShardGroup(ShardGroup):
             self._workers[i] = target
             load[target] += 1
 
-    # ---- tasks -------------------------------------------------------------------------
-    def _task(self, func, *args, index, name):
-        if self._replace:
-            self._replace_orphans()
-        key = f"{name}-{self._token}-{index}-{next(self._counter)}"
-        return self._client.submit(func, *args, key=key, workers=[self._workers[index]],
-                                   allow_other_workers=True, pure=False)
-
-    def _submit(self, index, fn, payload):
-        new = self._task(run_on_shard, fn, self._futures[index], payload, index=index,
-                         name=f"shard-{getattr(fn, '__name__', 'map')}")
-        self._futures[index] = new
-        return self._task(shard_output, new, index=index, name="shard-output")
+    # ---- the ShardGroup interface ------------------------------------------------------
+    def _submit(self, index, fn, payload, size):
+        previous = self._in_flight[index]
+        if previous is not None:  # one call in flight per shard: a shard's steps stay in order
+            self._collect(previous)
+        self._log[index].append((fn, payload))
+        self._log_size[index] += size
+        call = _Call(index, fn, payload)
+        self._issue(call)
+        return call
 
     def _results(self, pending: list[Pending]):
-        return self._client.gather([p.handle for p in pending])
+        return [self._collect(p.handle) for p in pending]
 
     def _as_completed(self, pending: list[Pending]):
-        from distributed import as_completed
-
-        index = {p.handle.key: p.index for p in pending}
-        for future, result in as_completed([p.handle for p in pending], with_results=True):
-            yield index[future.key], result
+        waiting = list(pending)
+        while waiting:
+            with self._cond:
+                self._cond.wait_for(lambda: any(p.handle.outcome is not None for p in waiting))
+                ready = next(p for p in waiting if p.handle.outcome is not None)
+            output = self._collect(ready.handle)  # a lost shard: rebuilt, sent again, waited for
+            waiting.remove(ready)
+            yield ready.index, output
 
     def _gather_labels(self):
-        futures = [self._task(shard_labels, f, index=i, name="shard-labels") for i, f in enumerate(self._futures)]
-        return self._client.gather(futures)
+        out = []
+        for i in range(self.n_shards):
+            if self._in_flight[i] is not None:
+                self._collect(self._in_flight[i])
+            while True:
+                try:
+                    out.append(self._actors[i].labels().result())
+                    break
+                except (OSError, RuntimeError) as error:
+                    self._recover(i, error if isinstance(error, OSError) else OSError(str(error)))
+        return out
+
+    @property
+    def log_bytes(self) -> list[int]:
+        """Serialised size of the payloads kept to replay each shard (since its last
+        checkpoint)."""
+        return list(self._log_size)
 
     def locations(self) -> list[set[str]]:
-        """Addresses of the workers holding each shard's current version.
+        """Addresses of the workers holding each shard's actor.
 
         Returns
         -------
         list of set of str
-            One set per shard (empty while a lost version is being recomputed).
+            One set per shard.
         """
-        who = self._client.who_has(self._futures)
-        return [set(who[f.key]) for f in self._futures]
+        who = self._client.who_has(self._creations)
+        return [set(who[f.key]) for f in self._creations]
 
     @property
     def workers(self) -> list[str]:
-        """Address of the worker each shard is placed on (as a preference; after a worker
-        loss, the surviving worker its shards were moved to)."""
+        """Address of the worker each shard is placed on (after a worker loss, the
+        surviving worker its shards were moved to)."""
         return list(self._workers)
 
     def close(self):
-        """Release the shards (and with them the lineage the scheduler kept) and stop
-        listening for worker losses."""
-        if self._futures:
-            self._client.cancel(self._futures)
-        self._futures = []
+        """Release the shards' actors and stop listening for worker losses."""
+        live = [f for f in self._creations if f is not None]
+        if live:
+            self._client.cancel(live)
+        self._creations, self._actors = [], []
         self._departures.discard(self)
 
 
@@ -268,9 +436,16 @@ class DaskBackend(Backend):
         Number of shards, placed round-robin on the workers; default one per worker.
     timeout : float
         Seconds to wait for ``n_workers`` workers.
+    checkpoint_ratio : float
+        A shard is checkpointed when the payloads kept to replay it outgrow this many times
+        its last checkpoint (see :class:`DaskShardGroup`); 0 checkpoints after every step.
     """
 
-    def __init__(self, client, n_workers: int | None = None, n_shards: int | None = None, timeout: float = 30.0):
+    def __init__(self, client, n_workers: int | None = None, n_shards: int | None = None, timeout: float = 30.0,
+                 checkpoint_ratio: float = 2.0):
+        if not checkpoint_ratio >= 0:
+            raise ValueError(f"checkpoint_ratio must be >= 0, got {checkpoint_ratio!r}")
+        self.checkpoint_ratio = float(checkpoint_ratio)
         for name, value in (("n_workers", n_workers), ("n_shards", n_shards)):
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -303,4 +478,5 @@ class DaskBackend(Backend):
 
     def _create(self, offsets, specs):
         placement = [self.workers[i % len(self.workers)] for i in range(len(specs))]
-        return DaskShardGroup(self.client, np.asarray(offsets), specs, placement)
+        return DaskShardGroup(self.client, np.asarray(offsets), specs, placement,
+                              checkpoint_ratio=self.checkpoint_ratio)

@@ -14,9 +14,9 @@ class SerialShardGroup(ShardGroup):
         super().__init__(offsets)
         self._shards = shards
 
-    def _submit(self, index, fn, payload):
+    def _submit(self, index, fn, payload, size):
         # in place: nothing in-process ever replays a step, so the copy that keeps
-        # ``run_on_shard`` pure (for Dask's lineage) would only cost time; the map function
+        # ``run_on_shard`` pure (for the Dask backend's replays) would only cost time; the map function
         # sees the same shard contents and draws the same numbers either way
         shard = self._shards[index]
         timed_call(fn, shard, payload)
