@@ -122,7 +122,7 @@ def slice_map(shard, payload: SlicePayload):
     u_slice = rng.random(N)
     u_draw = rng.random(N)
     out = shard.labels  # the shard's own labels (z holds the relabelled old ones): overwritten block by block
-    block = min(max(2 ** 19 // max(K, 1), 256), 16384)  # rows: keeps (rows x K) in cache
+    block = min(max(2 ** 16 // max(K, 1), 256), 16384)  # rows: (rows x K) stays in a core's L2
     parallel = not family.loglik_uses_blas()
     for a in range(0, N, block):
         b = min(a + block, N)

@@ -92,12 +92,12 @@ def dask_iterations(repeat):
     """Median iteration of the sharded samplers on 1 and 2 Dask workers, and the ratio (the
     issue's target for ``cons-prog`` and ``slice-mr``: >= 1.7x)."""
     import datasets
-    from benchmarks.bench_distributed import median_iteration
+    from benchmarks.bench_distributed import paired_medians
 
     rows, iterations = [], max(repeat, 5)
     n = datasets.load("synth-wang2017").X.shape[0]
     for algorithm in ("slice-mr", "cons-prog", "auxvar"):
-        t = {w: median_iteration("synth-wang2017", algorithm, w, iterations) for w in (1, 2)}
+        t = dict(zip((1, 2), paired_medians("synth-wang2017", algorithm, iterations)))
         for w in (1, 2):
             rows.append(dict(benchmark=f"{algorithm} iteration, Dask {w} worker(s) (median)",
                              problem=f"synth-wang2017 {n // 1000}k x 2-D", seconds=t[w], rate=n / t[w] / 1e6,
