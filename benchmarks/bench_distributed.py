@@ -66,6 +66,34 @@ class DaskSpeedup:
     track_speedup_2_vs_1.unit = "x"
 
 
+class MachineCeiling:
+    """This machine's own ceiling for the ratio above: throughput of two single-threaded
+    Dask workers computing pure arithmetic at once over one alone
+    (:func:`workflows.probe.parallel_ceiling`), in the same asv run as ``DaskSpeedup``."""
+
+    params = [SPEEDUP_ITERATIONS]
+    param_names = ["reps"]
+    tiny_params = [(2,)]  # for tests/test_benchmarks.py
+    timeout = 300
+
+    def setup(self, reps):
+        pass
+
+    def track_two_worker_scaling(self, reps):
+        return float(ceiling(2, reps)["scaling"])
+
+    track_two_worker_scaling.unit = "x"
+
+
+def ceiling(workers: int, reps: int = SPEEDUP_ITERATIONS) -> dict:
+    """:func:`workflows.probe.parallel_ceiling` on a fresh embedded cluster of ``workers``."""
+    from workflows.cluster import dask_client
+    from workflows.probe import parallel_ceiling
+
+    with dask_client(workers=workers, threads=1) as client:
+        return parallel_ceiling(client, reps=reps)
+
+
 def paired_medians(dataset: str, algorithm: str, iterations: int, blocks: int = 3) -> tuple[float, float]:
     """Median wall seconds of an iteration of ``algorithm`` with 1 and with 2 workers, over
     ``iterations`` each (after the warm-up step of :func:`common.dask_chain`).

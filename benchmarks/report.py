@@ -92,7 +92,7 @@ def dask_iterations(repeat):
     """Median iteration of the sharded samplers on 1 and 2 Dask workers, and the ratio (the
     issue's target for ``cons-prog`` and ``slice-mr``: >= 1.7x)."""
     import datasets
-    from benchmarks.bench_distributed import paired_medians
+    from benchmarks.bench_distributed import ceiling, paired_medians
 
     rows, iterations = [], max(repeat, 5)
     n = datasets.load("synth-wang2017").X.shape[0]
@@ -104,6 +104,10 @@ def dask_iterations(repeat):
                              rate_unit="M points/s"))
         rows.append(dict(benchmark=f"{algorithm} speed-up 2 vs 1 worker", problem=f"synth-wang2017 {n // 1000}k x 2-D",
                          seconds=None, rate=t[1] / t[2], rate_unit="x (target >= 1.7 for slice-mr, cons-prog)"))
+    probe = ceiling(2, iterations)
+    rows.append(dict(benchmark="machine ceiling: 2 workers of pure arithmetic vs 1 (workflows/probe.py)",
+                     problem=f"{1e3 * probe['alone_s']:.0f} ms alone, {1e3 * probe['together_s']:.0f} ms together",
+                     seconds=None, rate=probe["scaling"], rate_unit="x"))
     return rows
 
 

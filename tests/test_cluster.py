@@ -241,3 +241,15 @@ def test_workflow_entry_points_start_nothing_when_imported_by_a_worker():
     scripts = sorted((ROOT / "workflows" / "scripts").glob("*.py"))
     res = spawn_check("workflows.cli", *scripts)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+
+
+def test_parallel_ceiling_runs_the_probe_alone_and_on_every_worker():
+    from workflows.probe import parallel_ceiling
+
+    with cluster.dask_client(workers=2, threads=1) as client:
+        probe = parallel_ceiling(client, reps=2, blocks=2, n=200_000)
+    assert probe["workers"] == 2
+    assert probe["alone_s"] > 0 and probe["together_s"] > 0
+    # two single-threaded processes on this machine's cores: between no gain and a clean 2x
+    # (generous bounds: the other pytest process may be computing too)
+    assert 0.5 < probe["scaling"] < 2.5, probe

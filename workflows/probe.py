@@ -1,0 +1,86 @@
+"""The machine's own parallel ceiling: how much faster ``k`` worker processes compute than one.
+
+A speed-up measured on Dask workers (e.g. the 2-vs-1-worker target of the sharded samplers)
+means little without the speed-up the machine itself allows: on a shared virtual machine two
+processes computing at once each run slower than one alone (shared caches, frequency, the
+hypervisor). :func:`parallel_ceiling` measures that on the cluster's own worker processes with
+a loop of pure arithmetic (no memory traffic, no communication): the best any distributed
+algorithm can do there.
+
+Example
+-------
+>>> from workflows.cluster import dask_client
+>>> with dask_client(workers=2, threads=1) as client:          # doctest: +SKIP
+...     parallel_ceiling(client)["scaling"]
+1.8
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numba
+import numpy as np
+
+#: iterations of the probe loop per timed repetition (~50 ms here)
+PROBE_ITERATIONS = 4_000_000
+
+
+@numba.njit(cache=True)
+def _arithmetic(n):
+    # a dependent chain of exp/multiply-add in registers: the time is the core's alone
+    x, s = 0.5, 0.0
+    for i in range(n):
+        x = math.exp(-x) * 0.999 + 1e-9 * i
+        s += x
+    return s
+
+
+def probe_seconds(reps: int, n: int = PROBE_ITERATIONS) -> list[float]:
+    """Wall seconds of each of ``reps`` runs of the probe loop in this process (after one
+    untimed run, which also compiles it)."""
+    _arithmetic(1000)
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        _arithmetic(n)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def parallel_ceiling(client, reps: int = 15, blocks: int = 3, n: int = PROBE_ITERATIONS) -> dict:
+    """Throughput of all the cluster's workers computing at once, relative to one alone.
+
+    The probe runs ``reps`` times on the first worker alone and ``reps`` times on every
+    worker at once, in ``blocks`` alternating blocks (this machine's speed drifts within a
+    minute; alternating puts both in the same drift).
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A cluster of single-threaded workers (what the distributed benchmarks use).
+    reps, blocks : int
+        Timed repetitions in each mode, and the number of blocks they are split into.
+    n : int
+        Probe loop length.
+
+    Returns
+    -------
+    dict
+        ``workers``; ``alone_s`` and ``together_s``: median seconds of one probe run on a
+        worker alone and while every worker runs it; ``scaling`` = ``workers * alone_s /
+        together_s``, the speed-up ``workers`` processes can have over one on this machine.
+    """
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise ValueError("parallel_ceiling: the cluster has no workers")
+    client.gather([client.submit(probe_seconds, 1, n, workers=[w], pure=False) for w in workers])  # compile
+    alone, together = [], []
+    for b in range(blocks):
+        k = reps * (b + 1) // blocks - reps * b // blocks
+        alone += client.submit(probe_seconds, k, n, workers=[workers[0]], pure=False).result()
+        for times in client.gather([client.submit(probe_seconds, k, n, workers=[w], pure=False) for w in workers]):
+            together += times
+    alone_s, together_s = float(np.median(alone)), float(np.median(together))
+    return dict(workers=len(workers), alone_s=alone_s, together_s=together_s,
+                scaling=len(workers) * alone_s / together_s)
