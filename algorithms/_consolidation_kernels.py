@@ -1,17 +1,9 @@
-"""Compiled loops of the Wang & Lin (2017) consolidation samplers (SPEC §8).
-
-Two sides:
-
-* the worker's local sweep: Neal's Algorithm 3 over the shard's points, in a table whose
-  first ``n_fixed`` slots are the global components (statistics of every worker's points)
-  and whose other slots hold the components created locally in this sweep. A new
-  component never reuses a global slot, even an emptied one, so the master can tell
-  "the worker's share of global component g" from "a new component". The family's
-  ``add``/``remove``/``logpred`` kernels are reached through :mod:`algorithms._dispatch`
-  (cached on disk, as in :mod:`algorithms.collapsed`);
-* the master's arithmetic on statistics: log marginals of a flattened statistics row, the
-  merge-split ratio ``rho`` (SPEC §0.3, §8.1), the sequential "restricted consolidation"
-  split (Wang & Lin's Algorithm 2) and the pooled-consolidation MCMC (SPEC §8.3).
+"""Compiled loops of the Wang & Lin (2017) consolidation samplers (SPEC §8): the master's
+arithmetic on statistics -- log marginals of a flattened statistics row, the merge-split ratio
+``rho`` (SPEC §0.3, §8.1), the sequential "restricted consolidation" split (Wang & Lin's
+Algorithm 2) and the pooled-consolidation MCMC (SPEC §8.3). (The workers' local sweep is
+:func:`algorithms.collapsed.collapsed_sweep` with the global components in its first
+``n_fixed`` slots.)
 
 Statistics cross into these loops as *rows*: every field of a family's statistics
 NamedTuple flattened per component and concatenated (``n`` first). Merging components adds
@@ -32,72 +24,16 @@ the two to 1e-10.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 from numba import njit
 
-from . import _dispatch as dispatch
-from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
-from ._numerics import sample_log_weights
 
 ISO, NIW, DIRMULT = 0, 1, 2
 
 _LOG_PI = math.log(math.pi)
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-# ---- the worker's sweep ------------------------------------------------------------------
-
-def local_sweep(kernels):
-    """Compiled local sweep for one family's kernels (register them for the argument types
-    first: ``algorithms._dispatch.register``).
-
-    ``sweep(data, hyper, table, labels, uniforms, log_alpha, log_prior_pred, n_fixed, start, logw)``
-    visits points ``start, start + 1, ...`` (the caller shuffles them); for each it removes the
-    point from its slot, weighs every occupied slot by ``log n_k + logpred`` and the first
-    empty slot at or after ``n_fixed`` by ``log alpha + log p(x_i)``, draws with
-    ``uniforms[i]`` and adds the point back. Slots below ``n_fixed`` are never handed out as
-    new. When no free slot is left it puts the point back and returns its index so the
-    caller can enlarge the table; otherwise it returns the number of points.
-    """
-    return _local_sweep(dispatch.fingerprint(kernels))
-
-
-@functools.cache
-def _local_sweep(fingerprint):
-    @njit(nogil=True, cache=True)
-    def sweep(data, hyper, table, labels, uniforms, log_alpha, log_prior_pred, n_fixed, start, logw):
-        if fingerprint == -1:  # never true: ties the cached binary to the kernels' source
-            return -1
-        counts = table[0]
-        C = counts.shape[0]
-        N = labels.shape[0]
-        for i in range(start, N):
-            old = labels[i]
-            k_remove(table, hyper, data, i, old)
-            free = -1
-            for k in range(C):
-                if counts[k] > 0:
-                    logw[k] = math.log(counts[k]) + k_logpred(table, hyper, data, i, k)
-                else:
-                    logw[k] = -np.inf
-                    if free < 0 and k >= n_fixed:
-                        free = k
-            if free < 0:
-                k_undo_remove(table, hyper, data, i, old)
-                return i
-            logw[free] = log_alpha + log_prior_pred[i]
-            new = sample_log_weights(logw, C, uniforms[i])
-            if new == old:
-                k_undo_remove(table, hyper, data, i, old)
-            else:
-                k_add(table, hyper, data, i, new)
-                labels[i] = new
-        return N
-
-    return sweep
 
 
 # ---- log marginals of statistics rows ----------------------------------------------------

@@ -21,10 +21,12 @@ def collapsed_sweep(kernels):
     """Compiled Neal (2000) Algorithm-3 sweep for one family's kernels (register the
     kernels for the argument types first: ``algorithms._dispatch.register``).
 
-    ``sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw)``
+    ``sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, n_fixed, start, logw)``
     visits ``order[start:]``; for each point it removes it from its cluster, weighs every
-    occupied slot by ``log n_k + logpred`` and one empty slot by ``log alpha + log p(x_i)``,
-    draws with ``uniforms[t]`` and adds the point back. When no empty slot is left it puts the
+    occupied slot by ``log n_k + logpred`` and the first empty slot at or after ``n_fixed``
+    by ``log alpha + log p(x_i)``, draws with ``uniforms[t]`` and adds the point back. Slots
+    below ``n_fixed`` are never handed out as new (0 for a plain sweep; the consolidation
+    samplers keep the global components there). When no empty slot is left it puts the
     point back where it was and returns its position so the caller can enlarge the table;
     otherwise it returns ``len(order)``.
     """
@@ -34,22 +36,28 @@ def collapsed_sweep(kernels):
 @functools.cache
 def _sweep(fingerprint):
     @njit(nogil=True, cache=True)
-    def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, start, logw):
+    def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, n_fixed, start, logw):
         if fingerprint == -1:  # never true: ties the cached binary to the kernels' source
             return -1
         counts = table[0]
         C = counts.shape[0]
+        # log n_k changes only for the two clusters a point leaves and joins: kept, not
+        # recomputed for every (point, cluster) pair
+        log_counts = np.empty(C)
+        for k in range(C):
+            log_counts[k] = math.log(counts[k]) if counts[k] > 0 else -np.inf
         for t in range(start, order.shape[0]):
             i = order[t]
             old = labels[i]
             k_remove(table, hyper, data, i, old)
+            log_counts[old] = math.log(counts[old]) if counts[old] > 0 else -np.inf
             free = -1
             for k in range(C):
                 if counts[k] > 0:
-                    logw[k] = math.log(counts[k]) + k_logpred(table, hyper, data, i, k)
+                    logw[k] = log_counts[k] + k_logpred(table, hyper, data, i, k)
                 else:
                     logw[k] = -np.inf
-                    if free < 0:
+                    if free < 0 and k >= n_fixed:
                         free = k
             if free < 0:
                 k_undo_remove(table, hyper, data, i, old)
@@ -61,6 +69,8 @@ def _sweep(fingerprint):
             else:
                 k_add(table, hyper, data, i, new)
                 labels[i] = new
+                log_counts[new] = math.log(counts[new])
+            log_counts[old] = math.log(counts[old]) if counts[old] > 0 else -np.inf
         return order.shape[0]
 
     return sweep
@@ -119,7 +129,7 @@ def run_sweep(family, X, kdata, labels, order, uniforms, log_alpha, log_prior_pr
     logw = np.empty(capacity)
     pos = 0
     while True:
-        pos = sweep(kdata, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, pos, logw)
+        pos = sweep(kdata, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, 0, pos, logw)
         if pos == len(order):
             return table
         capacity *= 2

@@ -63,7 +63,7 @@ from . import _dispatch as dispatch
 from ._numerics import log_multigamma, sample_log_weights
 from .backends import ShardedState
 from .base import Sampler
-from .collapsed import prior_predictive
+from .collapsed import collapsed_sweep, prior_predictive
 from .constraints import Interval, Option
 from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 from .partitions import compact
@@ -178,11 +178,12 @@ def sweep_with_globals(family, X, labels, global_stats, uniforms, log_alpha: flo
     capacity = G + (max(8, G // 8) if free_slots is None else free_slots)
     table = family.kernel_table_from_stats(_pad(global_stats, capacity))
     dispatch.register(family.kernels, table, hyper, kdata)
-    sweep = ck.local_sweep(family.kernels)
+    sweep = collapsed_sweep(family.kernels)
+    order = np.arange(labels.shape[0])
     start_labels = labels.copy()
     pos = 0
     while True:
-        pos = sweep(kdata, hyper, table, labels, uniforms, log_alpha, log_prior, G, pos, np.empty(capacity))
+        pos = sweep(kdata, hyper, table, labels, order, uniforms, log_alpha, log_prior, G, pos, np.empty(capacity))
         if pos == labels.shape[0]:
             return capacity
         capacity = G + 2 * (capacity - G)

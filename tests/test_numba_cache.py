@@ -40,3 +40,35 @@ def test_editing_a_callee_in_another_module_recompiles_the_caller(tmp_path):
     (package / "_probe_callee.py").write_text(CALLEE.format(5))
     assert run() == ["10", "0"]  # the callee's edit reached the caller
     assert run() == ["10", "1"]
+
+
+def test_concurrent_writers_never_share_a_data_file(tmp_path):
+    """Two processes that both read the index before either saved (numba's race: each took
+    data file number 1, and one's index then named the other's binary) keep their entries
+    apart; the data is on disk before any index names it."""
+    from numba.core.caching import IndexDataCacheFile
+
+    stamp = ("numba's own stamp", _numba_cache.package_digest())
+    writers = [IndexDataCacheFile(str(tmp_path), "kernel-1.py311", stamp) for _ in range(2)]
+    snapshot = writers[0]._load_index()  # both read the (empty) index ...
+    order = []
+    for w, tag in zip(writers, "ab"):
+        w._load_index = lambda snapshot=snapshot: dict(snapshot)  # ... before either saved
+        save_data, save_index = w._save_data, w._save_index
+        w._save_data = lambda name, data, f=save_data, tag=tag: (order.append(("data", tag)), f(name, data))
+        w._save_index = lambda index, f=save_index, tag=tag: (order.append(("index", tag)), f(index))
+    writers[0].save(("sig-a",), "binary for a")
+    writers[1].save(("sig-b",), "binary for b")
+    assert order == [("data", "a"), ("index", "a"), ("data", "b"), ("index", "b")]
+    reader = IndexDataCacheFile(str(tmp_path), "kernel-1.py311", stamp)
+    assert reader.load(("sig-b",)) == "binary for b"
+    assert reader.load(("sig-a",)) in (None, "binary for a")  # lost index update: a recompiles
+    assert len(list(tmp_path.glob("*.nbc"))) == 2
+
+
+def test_other_functions_keep_numbas_own_cache_files(tmp_path):
+    from numba.core.caching import IndexDataCacheFile
+
+    foreign = IndexDataCacheFile(str(tmp_path), "theirs-1.py311", "numba's own stamp")
+    foreign.save(("sig",), "binary")
+    assert [p.name for p in tmp_path.glob("*.nbc")] == ["theirs-1.py311.1.nbc"]

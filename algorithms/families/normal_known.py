@@ -133,49 +133,67 @@ class NormalKnownCovariance(Family):
         return (self.kappa0, self.var)
 
     def kernel_table(self, X, labels, capacity):
-        st = self.stats(X, labels, capacity)
-        return (st.n.astype(np.int64), np.ascontiguousarray(st.s1))
+        return self.kernel_table_from_stats(self.stats(X, labels, capacity))
 
     def kernel_table_from_stats(self, stats):
         """The kernels' table of clusters given by their statistics (one slot per row; an
         empty row is a free slot): a sweep can then start from clusters holding points it
         does not see, e.g. other workers' shares (Wang & Lin, SPEC §8.2)."""
-        return (np.rint(stats.n).astype(np.int64), np.array(stats.s1, dtype=np.float64, order="C"))
+        n = np.rint(stats.n).astype(np.int64)
+        table = (n, np.array(stats.s1, dtype=np.float64, order="C"), np.empty((len(n), self.dim)),
+                 np.empty(len(n)), np.empty(len(n)))
+        for k in range(len(n)):
+            _iso_refresh(table, self.kernel_hyper(), k)
+        return table
 
 
-# ---- numba kernels: table = (n, sum of centred x) ---------------------------------------
+# ---- numba kernels: table = (n, sum of centred x, predictive mean, log normaliser, 1/(2v)) --
+# The predictive of cluster k is N(mean_k, v_k I); its mean and constants change only when a
+# point joins or leaves k, so they are kept per cluster: scoring a point against K clusters
+# then costs no log and no division (the sweep's inner loop), moving it costs one log.
+
+@njit(cache=True)
+def _iso_refresh(table, hyper, k):
+    n, s1, mean, const, half_prec = table
+    kappa0, var = hyper
+    D = s1.shape[1]
+    kappa = kappa0 + n[k] / var
+    v = 1.0 / kappa + var
+    for d in range(D):
+        mean[k, d] = s1[k, d] / (var * kappa)
+    const[k] = -0.5 * D * math.log(2.0 * math.pi * v)
+    half_prec[k] = 0.5 / v
+
 
 @njit(cache=True)
 def iso_add(table, hyper, data, i, k):
-    n, s1 = table
+    n, s1 = table[0], table[1]
     x = data[0][i]
     for d in range(x.shape[0]):
         s1[k, d] += x[d]
     n[k] += 1
+    _iso_refresh(table, hyper, k)
 
 
 @njit(cache=True)
 def iso_remove(table, hyper, data, i, k):
-    n, s1 = table
+    n, s1 = table[0], table[1]
     x = data[0][i]
     n[k] -= 1
     for d in range(x.shape[0]):
         s1[k, d] = 0.0 if n[k] == 0 else s1[k, d] - x[d]
+    _iso_refresh(table, hyper, k)
 
 
 @njit(cache=True)
 def iso_logpred(table, hyper, data, i, k):
-    n, s1 = table
-    kappa0, var = hyper
+    mean, const, half_prec = table[2], table[3], table[4]
     x = data[0][i]
-    D = x.shape[0]
-    kappa = kappa0 + n[k] / var
-    v = 1.0 / kappa + var
     q = 0.0
-    for d in range(D):
-        r = x[d] - s1[k, d] / (var * kappa)
+    for d in range(x.shape[0]):
+        r = x[d] - mean[k, d]
         q += r * r
-    return -0.5 * D * math.log(2.0 * math.pi * v) - q / (2.0 * v)
+    return const[k] - q * half_prec[k]
 
 
 NormalKnownCovariance.kernels = CollapsedKernels(iso_add, iso_remove, iso_logpred, iso_add)
