@@ -68,8 +68,10 @@ def parallel_ceiling(client, reps: int = 15, blocks: int = 3, n: int = PROBE_ITE
     -------
     dict
         ``workers``; ``alone_s`` and ``together_s``: median seconds of one probe run on a
-        worker alone and while every worker runs it; ``scaling`` = ``workers * alone_s /
-        together_s``, the speed-up ``workers`` processes can have over one on this machine.
+        worker alone and while every worker runs it; ``alone_runs`` and ``together_runs``:
+        how many runs each median is over (``reps`` and ``reps * workers``); ``scaling`` =
+        ``workers * alone_s / together_s``, the speed-up ``workers`` processes can have over
+        one on this machine.
     """
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:
@@ -83,4 +85,5 @@ def parallel_ceiling(client, reps: int = 15, blocks: int = 3, n: int = PROBE_ITE
             together += times
     alone_s, together_s = float(np.median(alone)), float(np.median(together))
     return dict(workers=len(workers), alone_s=alone_s, together_s=together_s,
+                alone_runs=len(alone), together_runs=len(together),
                 scaling=len(workers) * alone_s / together_s)
