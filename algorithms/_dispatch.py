@@ -86,11 +86,11 @@ def k_logpred(table, hyper, data, i, k):
 
 def _overload_of(which):
     def resolve(table, hyper, data, i, k):
-        kernel = _kernel(table, hyper, data, which)
-
-        def impl(table, hyper, data, i, k):
-            return kernel(table, hyper, data, i, k)
-        return impl
+        # The kernel's Python function is the implementation, compiled into the calling loop
+        # where LLVM can inline it. An ``impl`` that called the jitted kernel instead was a
+        # call into separately compiled (and disk-cached) code that was never inlined: the
+        # NIW collapsed sweep ran 3.5x slower (100k x 2-D: 152 ms instead of 43 ms).
+        return _kernel(table, hyper, data, which).py_func
     return resolve
 
 

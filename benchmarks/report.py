@@ -92,9 +92,10 @@ def dask_iterations(repeat):
     """Median iteration of the sharded samplers on 1 and 2 Dask workers, and the ratio (the
     issue's target for ``cons-prog`` and ``slice-mr``: >= 1.7x)."""
     import datasets
-    from benchmarks.bench_distributed import ceiling, paired_medians
+    from benchmarks.bench_distributed import SPEEDUP_ITERATIONS, ceiling, paired_medians
 
-    rows, iterations = [], max(repeat, 5)
+    # as many iterations as asv's DaskSpeedup: with 5 the ratio moved by +-0.1 from run to run
+    rows, iterations = [], max(repeat, SPEEDUP_ITERATIONS)
     n = datasets.load("synth-wang2017").X.shape[0]
     for algorithm in ("slice-mr", "cons-prog", "auxvar"):
         t = dict(zip((1, 2), paired_medians("synth-wang2017", algorithm, iterations)))
