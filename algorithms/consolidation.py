@@ -352,12 +352,19 @@ class _Consolidation(Sampler):
         old_j = sent.remap[a.local[old]]
         old_gid, old_n = a.gid[old], a.rows[old, 0]
         n_sent = len(sent.gids)
-        gid = np.full(len(result.slots), -1, dtype=np.int64)
-        for r, s in enumerate(result.slots):
-            if s < n_sent:
-                mine = np.flatnonzero(old_j == s)
-                gid[r] = (old_gid[mine[np.argmax(old_n[mine])]] if mine.size
-                          else self._resolve(state, int(sent.gids[s])))
+        # per global slot j, the group of the worker's largest previous atom of j (the first
+        # of equal ones): sort by (j, -n), keep the first of every j
+        valid = np.flatnonzero(old_j >= 0)
+        by_slot = valid[np.lexsort((-old_n[valid], old_j[valid]))]
+        first = by_slot[np.r_[True, old_j[by_slot[1:]] != old_j[by_slot[:-1]]]] if by_slot.size else by_slot
+        largest = np.full(n_sent, -1, dtype=np.int64)
+        largest[old_j[first]] = old_gid[first]
+        slots = np.asarray(result.slots, dtype=np.int64)
+        gid = np.full(len(slots), -1, dtype=np.int64)
+        sent_slot = slots < n_sent
+        gid[sent_slot] = largest[slots[sent_slot]]
+        for r in np.flatnonzero(sent_slot & (gid < 0)):  # none of the worker's atoms were in j
+            gid[r] = self._resolve(state, int(sent.gids[slots[r]]))
         keep = ~old
         state.atoms = Atoms(np.concatenate([a.rows[keep], stats_to_rows(result.stats)]),
                             np.concatenate([a.worker[keep], np.full(len(gid), w, dtype=np.int64)]),
@@ -458,8 +465,10 @@ class _Consolidation(Sampler):
         shards = state.shards
         M = shards.n_shards
         sent = [self._payload(state, w) for w in range(M)]
-        results = shards.results([shards.submit(w, worker_cycle, sent[w][0]) for w in range(M)])
-        n_new = sum(self._integrate(state, w, sent[w][1], r) for w, r in enumerate(results))
+        pending = [shards.submit(w, worker_cycle, sent[w][0]) for w in range(M)]
+        # each result is integrated as soon as it is in (in worker order, as if all had been
+        # waited for): the master's work on the first overlaps the wait for the others
+        n_new = sum(self._integrate(state, w, sent[w][1], shards.results([p])[0]) for w, p in enumerate(pending))
         merges = sum(self._consolidate(state, w) for w in range(M))
         info = {"n_new_components": n_new, "n_merges": merges}
         if self.params.get("mcmc_steps") is not None:
