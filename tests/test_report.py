@@ -278,6 +278,17 @@ def test_scaling_section_models_what_it_can_and_says_what_is_missing(scaling_tra
     assert "network of 10 Gbit/s, 1 ms" in Page(out.read_text(encoding="utf-8")).sections["dataset-0"]
 
 
+def test_wang_claim_compares_traffic_across_workers_only(scaling_traces):
+    """auxvar on one worker moves no cluster (its bytes go to its one shard): the claim about
+    traffic between workers compares the 2-worker runs only."""
+    frame, runs = load_runs(scaling_traces)
+    wang = claims.wang2017(runs)
+    assert set(wang.table["algorithm"]) == {"auxvar (2 workers)", "cons-prog (2 workers)"}
+    bytes_of = runs[runs["workers"] == 2].set_index("algorithm")["bytes"]
+    assert f"moves {bytes_of['auxvar'] / bytes_of['cons-prog']:.3g}x the bytes" in wang.summary
+    assert wang.verdict == (claims.HELD if bytes_of["auxvar"] >= 10 * bytes_of["cons-prog"] else claims.FAILED)
+
+
 def test_bad_inputs_are_named(traces, tmp_path, capsys):
     out = tmp_path / "r.html"
     missing = tmp_path / "nope.parquet"
