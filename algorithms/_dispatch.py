@@ -87,9 +87,9 @@ def k_logpred(table, hyper, data, i, k):
 def _overload_of(which):
     def resolve(table, hyper, data, i, k):
         # The kernel's Python function is the implementation, compiled into the calling loop
-        # where LLVM can inline it. An ``impl`` that called the jitted kernel instead was a
-        # call into separately compiled (and disk-cached) code that was never inlined: the
-        # NIW collapsed sweep ran 3.5x slower (100k x 2-D: 152 ms instead of 43 ms).
+        # where LLVM inlines it. A wrapper ``impl`` that called the jitted kernel stayed a
+        # function call in the compiled sweep, once per (point, cluster) pair: the NIW sweep
+        # ran 3.5x slower (100k x 2-D: 170 ms instead of 46 ms; tests/test_dispatch.py).
         return _kernel(table, hyper, data, which).py_func
     return resolve
 
