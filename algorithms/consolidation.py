@@ -356,7 +356,7 @@ class _Consolidation(Sampler):
         # of equal ones): sort by (j, -n), keep the first of every j
         valid = np.flatnonzero(old_j >= 0)
         by_slot = valid[np.lexsort((-old_n[valid], old_j[valid]))]
-        first = by_slot[np.r_[True, old_j[by_slot[1:]] != old_j[by_slot[:-1]]]] if by_slot.size else by_slot
+        first = by_slot[np.unique(old_j[by_slot], return_index=True)[1]]
         largest = np.full(n_sent, -1, dtype=np.int64)
         largest[old_j[first]] = old_gid[first]
         slots = np.asarray(result.slots, dtype=np.int64)
