@@ -21,21 +21,21 @@ from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCov
 
 #: registry name -> "module:Class" (imported on first use)
 _REGISTRY = MappingProxyType({
-    "auxvar": "algorithms.auxvar:AuxiliaryVariable",
-    "cons-async": "algorithms.consolidation:AsyncConsolidation",
-    "cons-hung": "algorithms.consolidation:HungarianConsolidation",
-    "cons-pooled": "algorithms.consolidation:PooledConsolidation",
-    "cons-prog": "algorithms.consolidation:ProgressiveConsolidation",
-    "fsd": "algorithms.fsd:FiniteSymmetricDirichlet",
-    "gibbs": "algorithms.gibbs:CollapsedGibbs",
-    "gibbs-sams": "algorithms.sams:GibbsSAMS",
-    "gibbs-splitmerge": "algorithms.splitmerge:GibbsSplitMerge",
-    "gibbs-supercluster": "algorithms.supercluster:SuperclusterGibbs",
-    "search": "algorithms.search:BeamSearch",
-    "slice-mr": "algorithms.slice_mr:SliceMapReduce",
-    "subc": "algorithms.subcluster:SubClusters",
-    "subc-supc": "algorithms.subcluster:SubClustersSuper",
-    "subc-supc-approx": "algorithms.subcluster:SubClustersSuperApprox",
+    "auxvar": "dpmmbench.algorithms.auxvar:AuxiliaryVariable",
+    "cons-async": "dpmmbench.algorithms.consolidation:AsyncConsolidation",
+    "cons-hung": "dpmmbench.algorithms.consolidation:HungarianConsolidation",
+    "cons-pooled": "dpmmbench.algorithms.consolidation:PooledConsolidation",
+    "cons-prog": "dpmmbench.algorithms.consolidation:ProgressiveConsolidation",
+    "fsd": "dpmmbench.algorithms.fsd:FiniteSymmetricDirichlet",
+    "gibbs": "dpmmbench.algorithms.gibbs:CollapsedGibbs",
+    "gibbs-sams": "dpmmbench.algorithms.sams:GibbsSAMS",
+    "gibbs-splitmerge": "dpmmbench.algorithms.splitmerge:GibbsSplitMerge",
+    "gibbs-supercluster": "dpmmbench.algorithms.supercluster:SuperclusterGibbs",
+    "search": "dpmmbench.algorithms.search:BeamSearch",
+    "slice-mr": "dpmmbench.algorithms.slice_mr:SliceMapReduce",
+    "subc": "dpmmbench.algorithms.subcluster:SubClusters",
+    "subc-supc": "dpmmbench.algorithms.subcluster:SubClustersSuper",
+    "subc-supc-approx": "dpmmbench.algorithms.subcluster:SubClustersSuperApprox",
 })
 
 

@@ -93,7 +93,7 @@ def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, bur
 
     ``sampler_alpha`` (default ``alpha``) lets a test run a deliberately wrong sampler.
     """
-    import algorithms  # late import: the registry imports this package's modules
+    from dpmmbench import algorithms  # late import: the registry imports this package's modules
 
     parts, probs = exact_posterior(X, family, alpha)
     run_alpha = alpha if sampler_alpha is None else sampler_alpha

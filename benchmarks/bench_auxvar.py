@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
-import datasets
-from algorithms.auxvar import LocalStep, local_step, place_clusters, send_away
-from algorithms.backends import SerialBackend, run_on_shard
-from algorithms.supercluster import reassign_clusters
+from dpmmbench import datasets
+from dpmmbench.algorithms.auxvar import LocalStep, local_step, place_clusters, send_away
+from dpmmbench.algorithms.backends import SerialBackend, run_on_shard
+from dpmmbench.algorithms.supercluster import reassign_clusters
 
 from . import common
 

@@ -17,11 +17,11 @@ import copy
 
 import numpy as np
 
-import datasets
-from algorithms import _consolidation_kernels as ck
-from algorithms.backends import SerialBackend, run_on_shard
-from algorithms.backends.base import make_shard, shard_seeds
-from algorithms.consolidation import worker_cycle
+from dpmmbench import datasets
+from dpmmbench.algorithms import _consolidation_kernels as ck
+from dpmmbench.algorithms.backends import SerialBackend, run_on_shard
+from dpmmbench.algorithms.backends.base import make_shard, shard_seeds
+from dpmmbench.algorithms.consolidation import worker_cycle
 
 from . import common
 

@@ -87,8 +87,8 @@ class MachineCeiling:
 
 def ceiling(workers: int, reps: int = SPEEDUP_ITERATIONS) -> dict:
     """:func:`workflows.probe.parallel_ceiling` on a fresh embedded cluster of ``workers``."""
-    from workflows.cluster import dask_client
-    from workflows.probe import parallel_ceiling
+    from dpmmbench.workflows.cluster import dask_client
+    from dpmmbench.workflows.probe import parallel_ceiling
 
     with dask_client(workers=workers, threads=1) as client:
         return parallel_ceiling(client, reps=reps)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-import datasets
-from algorithms.search import map_search
+from dpmmbench import datasets
+from dpmmbench.algorithms.search import map_search
 
 from . import common
 

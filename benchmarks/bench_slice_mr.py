@@ -9,10 +9,10 @@ faster per iteration than 1 on the full set.
 """
 from __future__ import annotations
 
-import datasets
-from algorithms.backends import SerialBackend, run_on_shard
-from algorithms.backends.base import make_shard, shard_seeds
-from algorithms.slice_mr import slice_map
+from dpmmbench import datasets
+from dpmmbench.algorithms.backends import SerialBackend, run_on_shard
+from dpmmbench.algorithms.backends.base import make_shard, shard_seeds
+from dpmmbench.algorithms.slice_mr import slice_map
 
 from . import common
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-import algorithms
-import datasets
+from dpmmbench import algorithms
+from dpmmbench import datasets
 
 from . import common
 

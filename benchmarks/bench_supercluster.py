@@ -8,7 +8,7 @@ random super-clusters. ``P = 1`` is plain collapsed Gibbs and the baseline to co
 """
 from __future__ import annotations
 
-import datasets
+from dpmmbench import datasets
 
 from . import common
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import algorithms
-import datasets
-from algorithms.families import NormalInverseWishart
-from algorithms.fsd import sample_labels
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.families import NormalInverseWishart
+from dpmmbench.algorithms.fsd import sample_labels
 
 #: root seed of every generated problem: the same name always means the same data
 SEED = 0
@@ -145,8 +145,8 @@ def dask_chain(name: str, dataset: str, workers: int):
     shards on a fresh embedded Dask cluster of ``workers`` single-threaded worker processes
     (the workflow's own, :func:`workflows.cluster.dask_client`); one untimed step taken.
     The cluster is shut down on exit."""
-    from algorithms.backends import DaskBackend
-    from workflows.cluster import dask_client
+    from dpmmbench.algorithms.backends import DaskBackend
+    from dpmmbench.workflows.cluster import dask_client
 
     ds = datasets.load(dataset)
     with dask_client(workers=workers, threads=1) as client:

@@ -91,7 +91,7 @@ def subcluster_steps(repeat):
 def dask_iterations(repeat):
     """Median iteration of the sharded samplers on 1 and 2 Dask workers, and the ratio (the
     issue's target for ``cons-prog`` and ``slice-mr``: >= 1.7x)."""
-    import datasets
+    from dpmmbench import datasets
     from benchmarks.bench_distributed import SPEEDUP_ITERATIONS, ceiling, paired_medians
 
     # as many iterations as asv's DaskSpeedup: with 5 the ratio moved by +-0.1 from run to run

@@ -21,7 +21,7 @@ dataset; ``registry.py`` maps names to them:
 
 Shared parts: ``formats.py`` (IDX, docword, lda-c parsers), ``preprocessing.py`` (PCA, subsets,
 vocabulary pruning), ``images.py`` and ``text.py`` (what image and text sets share),
-``store.py`` (a loaded dataset as an ``.npz`` without pickle). ``python -m datasets fetch|preprocess``
+``store.py`` (a loaded dataset as an ``.npz`` without pickle). ``python -m dpmmbench.datasets fetch|preprocess``
 is what the workflow's data rules run.
 """
 from __future__ import annotations

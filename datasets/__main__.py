@@ -1,8 +1,8 @@
-"""``python -m datasets``: fetch raw data and write preprocessed datasets (the workflow's
+"""``python -m dpmmbench.datasets``: fetch raw data and write preprocessed datasets (the workflow's
 fetch and preprocess rules call these).
 
-    python -m datasets fetch fashion-mnist --manifest data/raw/manifests/fashion-mnist.sha256
-    python -m datasets preprocess "fashion-mnist?n=12000" --out data/processed/fashion-12k.npz
+    python -m dpmmbench.datasets fetch fashion-mnist --manifest data/raw/manifests/fashion-mnist.sha256
+    python -m dpmmbench.datasets preprocess "fashion-mnist?n=12000" --out data/processed/fashion-12k.npz
 
 The data folder is ``$DPMMBENCH_DATA`` (default ``data/raw``). A source that cannot be
 reached exits with status 1 and a message saying what to download and where to put it.
@@ -22,7 +22,7 @@ from .store import save
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m datasets", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dpmmbench.datasets", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     get = sub.add_parser("fetch", help="download and verify the raw files of a dataset")
     get.add_argument("name", help="dataset name (parameters are ignored: the raw files are the same)")
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.out}: {canonical}, {ds.X.shape[0]} x {ds.X.shape[1]}, "
                   f"{time.perf_counter() - start:.1f} s")
     except (DataUnavailable, ValueError, OSError) as exc:
-        print(f"python -m datasets {args.command} {args.name}: {exc}", file=sys.stderr)
+        print(f"python -m dpmmbench.datasets {args.command} {args.name}: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from algorithms.families import Family
+from dpmmbench.algorithms.families import Family
 
 #: keys of ``Dataset.meta`` (and of ``datasets.describe``), in this order
 META_KEYS = ("source", "licence", "citation", "preprocessing", "substitute", "n", "dim", "description")

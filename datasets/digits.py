@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.families import NormalInverseWishart
+from dpmmbench.algorithms.families import NormalInverseWishart
 
 from .base import Builder, Parameter, make_meta
 from .preprocessing import pca as pca_project

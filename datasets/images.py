@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.families import NormalInverseWishart
+from dpmmbench.algorithms.families import NormalInverseWishart
 
 from .base import Parameter
 from .formats import IDX_IMAGES, IDX_LABELS, read_idx_gz

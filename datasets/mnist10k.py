@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from algorithms.families import NormalInverseWishart
+from dpmmbench.algorithms.families import NormalInverseWishart
 
 from .base import Builder, Parameter, make_meta, seeded_streams
 from .fetch import Source, fetch, source_files

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 
 from .base import Dataset
 from .fetch import atomic_write

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.families import NormalInverseWishart
+from dpmmbench.algorithms.families import NormalInverseWishart
 
 from .base import Builder, Parameter, make_meta, mixture_labels, seeded_streams
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from algorithms.families import DirichletMultinomial
+from dpmmbench.algorithms.families import DirichletMultinomial
 
 from .base import Builder, Parameter, make_meta, mixture_labels, seeded_streams
 

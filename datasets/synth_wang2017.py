@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.families import NormalKnownCovariance
+from dpmmbench.algorithms.families import NormalKnownCovariance
 
 from .base import Builder, Parameter, make_meta, seeded_streams
 

@@ -2,7 +2,7 @@
 step from a raw count matrix to ``(X, labels, family, found)``."""
 from __future__ import annotations
 
-from algorithms.families import DirichletMultinomial
+from dpmmbench.algorithms.families import DirichletMultinomial
 
 from .base import Parameter
 from .preprocessing import kept_vocabulary, prune_vocabulary

@@ -194,7 +194,7 @@ def _option(run, key):
     if key in options:
         return options[key]
     try:
-        import algorithms
+        from dpmmbench import algorithms
 
         return algorithms.get(run.algorithm).options[key].default
     except (ValueError, KeyError, ImportError):
@@ -251,7 +251,7 @@ def _absence(names, runs, ran_but="ran, but not on the data this claim needs") -
     """Why each of ``names`` has no usable run, grouped: 'a, b (not implemented in this build);
     c (registered but not in this grid)'; ``ran_but`` explains a name that did run."""
     try:
-        import algorithms
+        from dpmmbench import algorithms
 
         registered = set(algorithms.available())
     except ImportError:

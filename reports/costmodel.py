@@ -452,7 +452,7 @@ def is_sharded(algorithm: str) -> bool:
         Registry name.
     """
     try:
-        import algorithms
+        from dpmmbench import algorithms
 
         return bool(getattr(algorithms.get(algorithm), "supports_backend", False))
     except (ImportError, ValueError, KeyError):

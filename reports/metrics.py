@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.partitions import compact, log_crp_prior
+from dpmmbench.algorithms.partitions import compact, log_crp_prior
 
 
 def log_joint(X, labels, family, alpha: float) -> float:

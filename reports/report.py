@@ -2,7 +2,7 @@
 
 ::
 
-    from reports.report import build_report
+    from dpmmbench.reports.report import build_report
     build_report(sorted(Path("results/traces").rglob("*.parquet")), "results/report/index.html")
 
 Everything shown is computed from the traces and their run metadata (nothing is typed in):
@@ -86,7 +86,7 @@ def load_runs(trace_paths):
         No paths, an empty trace, a trace without a required column, or two traces of the
         same run (same dataset, algorithm variant, seed and workers).
     """
-    from workflows.driver import read_trace
+    from dpmmbench.workflows.driver import read_trace
 
     paths = [Path(p) for p in trace_paths]
     if not paths:
@@ -128,7 +128,7 @@ def load_runs(trace_paths):
 def _variant(algorithm: str, options: dict) -> str:
     """The algorithm name plus its options that differ from the registry defaults."""
     try:
-        import algorithms
+        from dpmmbench import algorithms
 
         defaults = {k: opt.default for k, opt in algorithms.get(algorithm).options.items()}
     except (ValueError, ImportError, AttributeError):
@@ -180,7 +180,7 @@ def step_times(frame: pd.DataFrame) -> pd.DataFrame:
 def label_order(runs: pd.DataFrame) -> list:
     """Labels in registry order of their algorithm, then by variant and workers."""
     try:
-        import algorithms
+        from dpmmbench import algorithms
 
         rank = {name: i for i, name in enumerate(algorithms.available())}
     except ImportError:
@@ -293,7 +293,7 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     TypeError
         ``config`` is not a dict.
     """
-    from workflows.driver import atomic_write
+    from dpmmbench.workflows.driver import atomic_write
 
     out_path = Path(out_path)
     if out_path.suffix.lower() not in (".html", ".htm"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 
 
 def niw_problem():
@@ -42,7 +42,7 @@ def record_chain(name, X, family, alpha, backend, seed, steps, init_clusters, **
     """Labels and info (without timings) after init and after every step of registered
     sampler ``name``, and the last state (for the sharded samplers' determinism and
     Dask-vs-serial tests)."""
-    import algorithms
+    from dpmmbench import algorithms
 
     s = algorithms.make(name, family=family, alpha=alpha, seed=seed, backend=backend, **options)
     state = s.init(X, init_clusters=init_clusters)
@@ -59,7 +59,7 @@ def client():
     """A real Dask cluster for the tests of a module: the workflow's own embedded cluster
     (2 worker processes x 1 thread on the loopback interface, numerical libraries sized to
     1 thread, the workers' malloc settings)."""
-    from workflows.cluster import dask_client
+    from dpmmbench.workflows.cluster import dask_client
 
     with dask_client(workers=2, threads=1) as client:
         yield client

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from conftest import PROBLEMS, record_chain, report_exactness
 
-import algorithms
-import datasets
-from algorithms.auxvar import AuxiliaryVariable, LocalStep, local_step, place_clusters, send_away
-from algorithms.backends import DaskBackend, SerialBackend, run_on_shard, wire_size
-from algorithms.exact import check_against_exact
-from reports.metrics import log_joint, vi
-from workflows.cluster import MALLOC_ENVIRONMENT
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.auxvar import AuxiliaryVariable, LocalStep, local_step, place_clusters, send_away
+from dpmmbench.algorithms.backends import DaskBackend, SerialBackend, run_on_shard, wire_size
+from dpmmbench.algorithms.exact import check_against_exact
+from dpmmbench.reports.metrics import log_joint, vi
+from dpmmbench.workflows.cluster import MALLOC_ENVIRONMENT
 
 def run(X, family, backend, seed=3, steps=8, init_clusters=3, alpha=1.0, **options):
     """Labels and info after init and after every step, and the last state."""

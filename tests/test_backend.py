@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 from conftest import PROBLEMS, record_chain
 
-import datasets
-from algorithms.backends import (
+from dpmmbench import datasets
+from dpmmbench.algorithms.backends import (
     DaskBackend,
     SerialBackend,
     make_backend,
@@ -19,8 +19,8 @@ from algorithms.backends import (
     split_offsets,
     wire_size,
 )
-from algorithms.backends.base import make_shard, shard_seeds
-from algorithms.slice_mr import component_stats
+from dpmmbench.algorithms.backends.base import make_shard, shard_seeds
+from dpmmbench.algorithms.slice_mr import component_stats
 
 
 def distributed_wire_size(obj) -> int:

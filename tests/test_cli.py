@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import algorithms
-from algorithms.families import NormalKnownCovariance
-from workflows import cluster, driver
-from workflows.cli import main, parse_option
-from workflows.driver import TRACE_COLUMNS, read_trace, run_chain, write_trace
+from dpmmbench import algorithms
+from dpmmbench.algorithms.families import NormalKnownCovariance
+from dpmmbench.workflows import cluster, driver
+from dpmmbench.workflows.cli import main, parse_option
+from dpmmbench.workflows.driver import TRACE_COLUMNS, read_trace, run_chain, write_trace
 
 REPO = Path(__file__).resolve().parent.parent
 UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
@@ -210,7 +210,7 @@ def test_parse_option():
 
 def test_cli_end_to_end_subprocess(tmp_path):
     out = tmp_path / "results" / "trace.parquet"
-    cmd = [sys.executable, "-m", "workflows.cli", "run", "--algorithm", "gibbs",
+    cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", "run", "--algorithm", "gibbs",
            "--dataset", "synth-chang2013?n=500", "--iterations", "3", "--seed", "1",
            "--out", str(out), "--option", "scan=fixed"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
@@ -274,7 +274,7 @@ def test_cli_interrupted_run_writes_nothing(tmp_path, capsys, monkeypatch):
 
 def test_cli_unreachable_scheduler_subprocess(tmp_path):
     out = tmp_path / "trace.parquet"
-    cmd = [sys.executable, "-m", "workflows.cli", *BASE, "--algorithm", "gibbs",
+    cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", *BASE, "--algorithm", "gibbs",
            "--scheduler", UNREACHABLE, "--out", str(out)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60)
@@ -293,7 +293,7 @@ def test_cli_threads_name_and_stale_temporaries_subprocess(tmp_path):
     neighbour = out.parent / ".other.csv.4242.0badc0de.tmp"
     for path in stale + [neighbour]:
         path.write_bytes(b"partial")
-    cmd = [sys.executable, "-m", "workflows.cli", *BASE, "--algorithm", "gibbs", "--threads", "2",
+    cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", *BASE, "--algorithm", "gibbs", "--threads", "2",
            "--name", "gibbs-two-threads", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -316,8 +316,8 @@ def test_remove_stale_temporaries_only_touches_its_own(tmp_path):
 
 
 def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
-    import datasets
-    from datasets.store import save
+    from dpmmbench import datasets
+    from dpmmbench.datasets.store import save
 
     name = "synth-multinomial?n=40&vocab=12"
     data = datasets.load(name)

@@ -18,9 +18,9 @@ import pandas as pd
 import psutil
 import pytest
 
-import algorithms
-import datasets
-from workflows import cluster, driver
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.workflows import cluster, driver
 
 ROOT = Path(__file__).resolve().parents[1]
 UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
@@ -237,14 +237,14 @@ def test_spawn_check_catches_module_level_clusters(tmp_path):
 
 
 def test_workflow_entry_points_start_nothing_when_imported_by_a_worker():
-    # `python -m workflows` is not checked: spawn never re-imports a package's __main__.
+    # `python -m dpmmbench.workflows` is not checked: spawn never re-imports a package's __main__.
     scripts = sorted((ROOT / "workflows" / "scripts").glob("*.py"))
     res = spawn_check("workflows.cli", *scripts)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
 
 
 def test_parallel_ceiling_runs_the_probe_alone_and_on_every_worker():
-    from workflows.probe import parallel_ceiling
+    from dpmmbench.workflows.probe import parallel_ceiling
 
     with cluster.dask_client(workers=2, threads=1) as client:
         probe = parallel_ceiling(client, reps=3, blocks=2, n=200_000)

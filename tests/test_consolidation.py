@@ -16,15 +16,15 @@ import pytest
 from conftest import PROBLEMS, record_chain, report_exactness
 from scipy.special import gammaln
 
-import algorithms
-import algorithms.consolidation as cons
-import datasets
-from algorithms import _consolidation_kernels as ck
-from algorithms.backends import DaskBackend, SerialBackend
-from algorithms.exact import check_against_exact, null_tv_quantile
-from algorithms.families import NormalKnownCovariance
-from algorithms.partitions import enumerate_partitions, partition_key
-from reports.metrics import log_joint, vi
+from dpmmbench import algorithms
+import dpmmbench.algorithms.consolidation as cons
+from dpmmbench import datasets
+from dpmmbench.algorithms import _consolidation_kernels as ck
+from dpmmbench.algorithms.backends import DaskBackend, SerialBackend
+from dpmmbench.algorithms.exact import check_against_exact, null_tv_quantile
+from dpmmbench.algorithms.families import NormalKnownCovariance
+from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
+from dpmmbench.reports.metrics import log_joint, vi
 
 NAMES = ["cons-prog", "cons-pooled", "cons-hung", "cons-async"]
 SYNC = ["cons-prog", "cons-pooled", "cons-hung"]

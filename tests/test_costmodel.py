@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import algorithms
-import datasets
-from algorithms.backends import SerialBackend
-from reports import costmodel as cm
-from reports import figures
-from reports.report import load_runs
-from workflows import driver
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.backends import SerialBackend
+from dpmmbench.reports import costmodel as cm
+from dpmmbench.reports import figures
+from dpmmbench.reports.report import load_runs
+from dpmmbench.workflows import driver
 
 DATA = "synth-wang2017?n_clusters=10&scale=0.05"
 ITERATIONS = 40

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import datasets
-from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
-from datasets.base import META_KEYS
+from dpmmbench import datasets
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.datasets.base import META_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +139,7 @@ def test_digits_shape_and_pca(loaded):
 
 
 def test_pca_sign_convention():
-    from datasets.preprocessing import pca
+    from dpmmbench.datasets.preprocessing import pca
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50, 4)) * [5, 3, 2, 1]

@@ -21,9 +21,9 @@ SCRIPT = r"""
 import json, re
 import numpy as np
 from scipy import sparse
-import algorithms
-from algorithms import collapsed
-from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench import algorithms
+from dpmmbench.algorithms import collapsed
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 
 rng = np.random.default_rng(0)
 X2 = np.concatenate([rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 6.0])

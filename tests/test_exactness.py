@@ -7,9 +7,9 @@ harness is shown to fail on a deliberately wrong sampler.
 import numpy as np
 import pytest
 
-import algorithms
-from algorithms.exact import check_against_exact, exact_posterior, gibbs_transition_matrix
-from algorithms.partitions import enumerate_partitions
+from dpmmbench import algorithms
+from dpmmbench.algorithms.exact import check_against_exact, exact_posterior, gibbs_transition_matrix
+from dpmmbench.algorithms.partitions import enumerate_partitions
 from conftest import PROBLEMS, report_exactness
 
 BELL = [1, 1, 2, 5, 15, 52, 203, 877]

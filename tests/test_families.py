@@ -5,7 +5,7 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.special import gammaln
 
-from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 
 RNG = np.random.default_rng(42)
 

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import algorithms
-import datasets
-from algorithms.backends import DaskBackend, SerialBackend
-from algorithms.backends.dask_backend import DaskShardGroup
-from workflows.cluster import dask_client
-from workflows.driver import run_chain
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.backends import DaskBackend, SerialBackend
+from dpmmbench.algorithms.backends.dask_backend import DaskShardGroup
+from dpmmbench.workflows.cluster import dask_client
+from dpmmbench.workflows.driver import run_chain
 
 DATASET = "synth-wang2017?n_clusters=8&scale=0.03"  # 510 points in 2-D, 8 clusters
 #: trace columns that measure wall-clock time, or the fault itself: all others must match

@@ -8,8 +8,8 @@ import tarfile
 import numpy as np
 import pytest
 
-import datasets
-from datasets.fetch import Source, fetch, parse_ldac, read_members
+from dpmmbench import datasets
+from dpmmbench.datasets.fetch import Source, fetch, parse_ldac, read_members
 
 
 def _tgz(path, members):
@@ -75,7 +75,7 @@ def _idx(array, magic):
 
 
 def test_idx_parser_checks_magic_and_size():
-    from datasets.formats import IDX_IMAGES, IDX_LABELS, parse_idx
+    from dpmmbench.datasets.formats import IDX_IMAGES, IDX_LABELS, parse_idx
 
     images = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
     np.testing.assert_array_equal(parse_idx(_idx(images, IDX_IMAGES), "x", IDX_IMAGES), images)
@@ -93,7 +93,7 @@ def test_idx_parser_checks_magic_and_size():
 
 
 def test_docword_parser(tmp_path):
-    from datasets.formats import read_docword
+    from dpmmbench.datasets.formats import read_docword
 
     path = tmp_path / "docword.t.txt"
     path.write_text("3\n5\n3\n1 1 2\n1 5 1\n3 2 4\n")
@@ -172,7 +172,7 @@ def test_failed_apt_download_says_what_to_do(tmp_path, monkeypatch):
 def test_prune_vocabulary_drops_top_words_then_empty_documents():
     import scipy.sparse as sp
 
-    from datasets.preprocessing import prune_vocabulary
+    from dpmmbench.datasets.preprocessing import prune_vocabulary
 
     counts = np.array([[9, 0, 1, 0], [5, 2, 0, 0], [0, 0, 0, 3], [7, 0, 2, 1]])  # totals 21, 2, 3, 4
     X, words, docs = prune_vocabulary(sp.csr_matrix(counts), drop_top=1, vocab=2)
@@ -190,8 +190,8 @@ def test_prune_vocabulary_drops_top_words_then_empty_documents():
 def test_stored_dataset_loads_without_pickle_and_is_identical(tmp_path, name):
     import scipy.sparse as sp
 
-    from datasets.__main__ import main
-    from datasets.store import load_file
+    from dpmmbench.datasets.__main__ import main
+    from dpmmbench.datasets.store import load_file
 
     ds = datasets.load(name)
     out = tmp_path / "d.npz"

@@ -16,11 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-import datasets
-from datasets import ap, mnist70k, uci_bow
-from datasets.__main__ import main as datasets_cli
-from datasets.fetch import DataUnavailable, RemoteFile, Source, fetch, fetch_file, sidecar
-from datasets.formats import IDX_IMAGES, read_docword, read_idx_gz
+from dpmmbench import datasets
+from dpmmbench.datasets import ap, mnist70k, uci_bow
+from dpmmbench.datasets.__main__ import main as datasets_cli
+from dpmmbench.datasets.fetch import DataUnavailable, RemoteFile, Source, fetch, fetch_file, sidecar
+from dpmmbench.datasets.formats import IDX_IMAGES, read_docword, read_idx_gz
 
 TIMEOUT = 5.0  # seconds per connection: a hung server fails the test instead of stalling it
 

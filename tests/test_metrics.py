@@ -4,9 +4,9 @@ import pytest
 from scipy.special import gammaln
 from sklearn import metrics as skm
 
-from algorithms.partitions import canonical, enumerate_partitions, log_crp_prior
+from dpmmbench.algorithms.partitions import canonical, enumerate_partitions, log_crp_prior
 from conftest import PROBLEMS
-from reports.metrics import ari, log_joint, n_clusters, nmi, vi
+from dpmmbench.reports.metrics import ari, log_joint, n_clusters, nmi, vi
 
 
 def test_vi_spec_values():

@@ -4,8 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from algorithms import _numba_cache
-from algorithms._numerics import sample_log_weights
+from dpmmbench.algorithms import _numba_cache
+from dpmmbench.algorithms._numerics import sample_log_weights
 
 ROOT = Path(__file__).resolve().parents[1]
 

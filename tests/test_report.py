@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 import yaml
 
-import algorithms
-import datasets
-from algorithms.backends import SerialBackend
-from reports import claims, costmodel
-from reports.report import build_report, load_runs
-from workflows import driver
-from workflows.cli import main
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.backends import SerialBackend
+from dpmmbench.reports import claims, costmodel
+from dpmmbench.reports.report import build_report, load_runs
+from dpmmbench.workflows import driver
+from dpmmbench.workflows.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = "synth-chang2013?n=200"

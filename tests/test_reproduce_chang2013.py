@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workflows.scripts.reproduce_chang2013 import compare
+from dpmmbench.workflows.scripts.reproduce_chang2013 import compare
 
 
 @pytest.mark.slow

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import algorithms
-import datasets
-from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 from conftest import PROBLEMS
-from reports.metrics import log_joint, vi
+from dpmmbench.reports.metrics import log_joint, vi
 
 ALL = algorithms.available()
 

@@ -23,15 +23,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import algorithms
-import datasets
-from algorithms import _search_kernels as sk
-from algorithms import search as search_module
-from algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
-from algorithms.partitions import canonical, enumerate_partitions, log_crp_prior, partition_key
-from algorithms.search import HEURISTICS, log_esf_prior, log_posterior_score, map_search, search_order
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms import _search_kernels as sk
+from dpmmbench.algorithms import search as search_module
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.algorithms.partitions import canonical, enumerate_partitions, log_crp_prior, partition_key
+from dpmmbench.algorithms.search import HEURISTICS, log_esf_prior, log_posterior_score, map_search, search_order
 from conftest import PROBLEMS
-from reports.metrics import log_joint
+from dpmmbench.reports.metrics import log_joint
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from conftest import PROBLEMS, record_chain, report_exactness
 
-import algorithms
-import datasets
-from algorithms.backends import SerialBackend, wire_size
-from algorithms.exact import check_against_exact
-from algorithms.slice_mr import break_sticks, minimum_slice
-from reports.metrics import log_joint, vi
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.backends import SerialBackend, wire_size
+from dpmmbench.algorithms.exact import check_against_exact
+from dpmmbench.algorithms.slice_mr import break_sticks, minimum_slice
+from dpmmbench.reports.metrics import log_joint, vi
 
 
 def run(X, family, alpha, backend, seed=3, steps=10, init_clusters=2):

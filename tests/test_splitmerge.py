@@ -15,16 +15,16 @@ import math
 import numpy as np
 import pytest
 
-import algorithms
-import datasets
-from algorithms._splitmerge_kernels import MoveContext, apply, pick_pair
-from algorithms.exact import exact_posterior
-from algorithms.families import NormalInverseWishart, NormalKnownCovariance
-from algorithms.partitions import enumerate_partitions, partition_key
-from algorithms.sams import sams_proposal
-from algorithms.splitmerge import jain_neal_proposal
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms._splitmerge_kernels import MoveContext, apply, pick_pair
+from dpmmbench.algorithms.exact import exact_posterior
+from dpmmbench.algorithms.families import NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
+from dpmmbench.algorithms.sams import sams_proposal
+from dpmmbench.algorithms.splitmerge import jain_neal_proposal
 from conftest import PROBLEMS
-from reports.metrics import vi
+from dpmmbench.reports.metrics import vi
 
 
 def appendix_a():

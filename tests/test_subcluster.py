@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-import algorithms
-import datasets
-from algorithms.exact import exact_posterior
-from algorithms.labelstep import sample_labels_keeping_clusters
-from algorithms.partitions import enumerate_partitions, partition_key
-import algorithms.exact
-from algorithms.subcluster import _log_q_dircat, _split_log_ratio, random_split_log_ratio
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms import exact
+from dpmmbench.algorithms.exact import exact_posterior
+from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters
+from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
+from dpmmbench.algorithms.subcluster import _log_q_dircat, _split_log_ratio, random_split_log_ratio
 from conftest import PROBLEMS
 
 
@@ -232,7 +232,7 @@ def test_ideal_subcluster_split_is_biased_and_exact_pair_is_not(name):
     assert np.abs(flow - flow.T).max() < 1e-12
 
     _, chang = ideal_subcluster_matrix(X, fam, alpha, ratio="chang")
-    _, gibbs = algorithms.exact.gibbs_transition_matrix(fam, X, alpha)
+    _, gibbs = exact.gibbs_transition_matrix(fam, X, alpha)
     _, rsm = random_move_matrix(X, fam, alpha, 0.5)
     sweep = np.linalg.matrix_power(gibbs, X.shape[0])
     biased = _stationary(sweep @ rsm @ chang)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from conftest import PROBLEMS, untimed
 
-import algorithms
-import datasets
-from algorithms.backends import DaskBackend, SerialBackend
-from algorithms.subcluster import ShardedSubclusterState, SubclusterState
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.backends import DaskBackend, SerialBackend
+from dpmmbench.algorithms.subcluster import ShardedSubclusterState, SubclusterState
 
 
 def run(X, family, backend, seed=0, steps=10, init_clusters=1, alpha=1.0, check=True, **options):

@@ -15,15 +15,15 @@ import math
 import numpy as np
 import pytest
 
-import algorithms
-import algorithms.supercluster as supercluster
-import datasets
-from algorithms.collapsed import conditional_logweights, prior_predictive
-from algorithms.exact import check_against_exact, exact_posterior, tv_distance
-from algorithms.partitions import canonical, enumerate_partitions, partition_key
-from algorithms.supercluster import Block, SuperclusterGibbs, sweep_block
+from dpmmbench import algorithms
+import dpmmbench.algorithms.supercluster as supercluster
+from dpmmbench import datasets
+from dpmmbench.algorithms.collapsed import conditional_logweights, prior_predictive
+from dpmmbench.algorithms.exact import check_against_exact, exact_posterior, tv_distance
+from dpmmbench.algorithms.partitions import canonical, enumerate_partitions, partition_key
+from dpmmbench.algorithms.supercluster import Block, SuperclusterGibbs, sweep_block
 from conftest import PROBLEMS
-from reports.metrics import log_joint, vi
+from dpmmbench.reports.metrics import log_joint, vi
 
 N_EXACT = 5  # Bell(5) = 52 partitions; the augmented chain has sum_z P^K(z) states
 

@@ -15,8 +15,8 @@ import psutil
 import pytest
 import yaml
 
-import algorithms
-from workflows.driver import read_trace
+from dpmmbench import algorithms
+from dpmmbench.workflows.driver import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "workflows" / "config").glob("*.yaml"))

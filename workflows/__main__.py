@@ -1,4 +1,4 @@
-"""``python -m workflows`` is ``dpmmbench``."""
+"""``python -m dpmmbench.workflows`` is ``dpmmbench``."""
 import sys
 
 from .cli import main

@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", required=True, metavar="NAME",
                      help='dataset name, with parameters, e.g. "synth-chang2013?n=2000&seed=3"')
     run.add_argument("--data-file", metavar="PATH",
-                     help="the dataset preprocessed into an .npz (`python -m datasets preprocess`); "
+                     help="the dataset preprocessed into an .npz (`python -m dpmmbench.datasets preprocess`); "
                           "default: generate or fetch it by name")
     run.add_argument("--iterations", required=True, type=int, metavar="N", help="number of sampler steps")
     run.add_argument("--seed", required=True, type=int, metavar="S", help="seed of the chain")
@@ -144,7 +144,7 @@ def _cmd_run(args) -> int:
 def _cmd_summarize(args) -> int:
     from pathlib import Path
 
-    from reports.summary import summarize
+    from dpmmbench.reports.summary import summarize
 
     from .driver import atomic_write
 
@@ -162,7 +162,7 @@ def _cmd_report(args) -> int:
     import json
     from pathlib import Path
 
-    from reports.report import build_report
+    from dpmmbench.reports.report import build_report
 
     out = Path(args.out)
     if out.suffix.lower() not in (".html", ".htm"):
@@ -188,8 +188,8 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_list(args) -> int:
-    import algorithms
-    import datasets
+    from dpmmbench import algorithms
+    from dpmmbench import datasets
 
     print("algorithms:")
     for name in algorithms.available():

@@ -2,9 +2,9 @@
 # config is checked against both before any job runs (the JSON schema checks its shape).
 import shlex
 
-import algorithms
-import datasets
-from algorithms.constraints import resolve_options
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.constraints import resolve_options
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"

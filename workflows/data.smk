@@ -1,13 +1,13 @@
 # Datasets: fetch the raw files of a registry dataset (downloaded, sha256-verified, written
 # atomically into the data folder) and preprocess a configured dataset into an .npz that loads
 # without pickle (PCA-50 image sets and subsets, pruned corpora). Both are thin calls of
-# `python -m datasets`. A source that cannot be reached fails only its own jobs, with a
+# `python -m dpmmbench.datasets`. A source that cannot be reached fails only its own jobs, with a
 # message saying what to download and where to put it (run with --keep-going to finish the rest).
 import os
 import re
 
-from datasets.registry import REGISTRY as DATASET_REGISTRY
-from datasets.registry import resolve as resolve_dataset
+from dpmmbench.datasets.registry import REGISTRY as DATASET_REGISTRY
+from dpmmbench.datasets.registry import resolve as resolve_dataset
 
 # the data folder: config `data_dir`, else $DPMMBENCH_DATA, else data/raw (as the package's cache)
 DATA_DIR = str(config.get("data_dir", os.environ.get("DPMMBENCH_DATA", "data/raw")))
@@ -38,7 +38,7 @@ rule fetch_dataset:
         python=PYTHON,
         data_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
     shell:
-        "DPMMBENCH_DATA={params.data_dir:q} {params.python} -m datasets fetch {wildcards.source}"
+        "DPMMBENCH_DATA={params.data_dir:q} {params.python} -m dpmmbench.datasets fetch {wildcards.source}"
         " --manifest {output:q} > {log} 2>&1"
 
 
@@ -56,7 +56,7 @@ rule preprocess_dataset:
         name=lambda wc: config["datasets"][wc.dataset],
         data_dir=DATA_DIR,
     shell:
-        "DPMMBENCH_DATA={params.data_dir:q} {params.python} -m datasets preprocess {params.name:q}"
+        "DPMMBENCH_DATA={params.data_dir:q} {params.python} -m dpmmbench.datasets preprocess {params.name:q}"
         " --out {output:q} > {log} 2>&1"
 
 

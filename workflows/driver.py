@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import algorithms
-from reports.metrics import log_joint, n_clusters, vi
+from dpmmbench import algorithms
+from dpmmbench.reports.metrics import log_joint, n_clusters, vi
 
 #: the fixed leading columns of every trace, in order (DESIGN "Traces and runs")
 TRACE_COLUMNS = ("algorithm", "dataset", "seed", "workers", "iteration", "time_s", "log_joint",
@@ -248,7 +248,7 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
         Name of the run in the trace's ``algorithm`` column (e.g. a workflow variant such
         as ``"search-decreasing"``); default ``algorithm``.
     data_file : str or os.PathLike, optional
-        ``dataset`` already preprocessed into an ``.npz`` (``python -m datasets preprocess``,
+        ``dataset`` already preprocessed into an ``.npz`` (``python -m dpmmbench.datasets preprocess``,
         the workflow's data rules): read from there instead of being generated or fetched.
 
     Returns
@@ -290,11 +290,11 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
     # Data and sampler first: every user error (name, option, value, data file) fails before
     # a cluster is started.
     if data_file is None:
-        import datasets
+        from dpmmbench import datasets
 
         data = datasets.load(dataset)
     else:
-        from datasets.store import load_file
+        from dpmmbench.datasets.store import load_file
 
         data = load_file(Path(data_file), name=dataset)  # checks that it holds `dataset`
     sampler = algorithms.make(algorithm, family=data.family, alpha=alpha, seed=seed, **options)
@@ -308,7 +308,7 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
         if getattr(cls, "supports_backend", False):
             # A sharded sampler: its master loop here, its shards resident on the workers
             # (DESIGN "Execution model").
-            from algorithms.backends import make_backend
+            from dpmmbench.algorithms.backends import make_backend
 
             backend = make_backend(workers, client)
             sampler = algorithms.make(algorithm, family=data.family, alpha=alpha, seed=seed, backend=backend,

@@ -15,5 +15,5 @@ rule report:
         # the effective config (config files + --config overrides), shown in the report
         config=lambda wc: json.dumps(config),
     shell:
-        "{params.python} -m workflows.cli report {input.traces} --config-json {params.config:q}"
+        "{params.python} -m dpmmbench.workflows.cli report {input.traces} --config-json {params.config:q}"
         " --out {output} > {log} 2>&1"

@@ -22,7 +22,7 @@ rule run_chain:
         args=run_args,
         python=PYTHON,
     shell:
-        "{params.python} -m workflows.cli run {params.args} --seed {wildcards.seed}"
+        "{params.python} -m dpmmbench.workflows.cli run {params.args} --seed {wildcards.seed}"
         " --workers {wildcards.workers} --no-progress --out {output} > {log} 2>&1"
 
 
@@ -36,4 +36,4 @@ rule summary:
     params:
         python=PYTHON,
     shell:
-        "{params.python} -m workflows.cli summarize {input} --out {output} > {log} 2>&1"
+        "{params.python} -m dpmmbench.workflows.cli summarize {input} --out {output} > {log} 2>&1"

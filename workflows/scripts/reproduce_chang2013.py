@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-import algorithms
-import datasets
-from reports.metrics import log_joint
-from workflows.driver import atomic_write, run_chain, write_trace
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.reports.metrics import log_joint
+from dpmmbench.workflows.driver import atomic_write, run_chain, write_trace
 
 ALGORITHMS = ("subc", "subc-supc", "gibbs", "fsd", "gibbs-supercluster")
 

@@ -38,11 +38,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import algorithms
-import datasets
-from algorithms.search import map_search
-from reports.metrics import log_joint, vi
-from workflows.driver import atomic_write, environment
+from dpmmbench import algorithms
+from dpmmbench import datasets
+from dpmmbench.algorithms.search import map_search
+from dpmmbench.reports.metrics import log_joint, vi
+from dpmmbench.workflows.driver import atomic_write, environment
 
 #: experiment sizes: full (the paper's shape, scaled to the data at hand) and reduced (tests)
 SIZES = {
