@@ -86,7 +86,7 @@ def load_runs(trace_paths):
         No paths, an empty trace, a trace without a required column, or two traces of the
         same run (same dataset, algorithm variant, seed and workers).
     """
-    from dpmmbench.workflows.driver import read_trace
+    from .traces import read_trace
 
     paths = [Path(p) for p in trace_paths]
     if not paths:
@@ -293,7 +293,7 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     TypeError
         ``config`` is not a dict.
     """
-    from dpmmbench.workflows.driver import atomic_write
+    from .traces import atomic_write
 
     out_path = Path(out_path)
     if out_path.suffix.lower() not in (".html", ".htm"):

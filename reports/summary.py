@@ -20,7 +20,7 @@ def summarize(paths) -> pd.DataFrame:
         ``dataset, algorithm, seed, workers, iterations, time_s, s_per_iteration,
         final_log_joint, best_log_joint, final_n_clusters, final_vi``.
     """
-    from dpmmbench.workflows.driver import read_trace
+    from .traces import read_trace
 
     rows = []
     for path in paths:

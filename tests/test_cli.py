@@ -14,9 +14,10 @@ import pytest
 
 from dpmmbench import algorithms
 from dpmmbench.algorithms.families import NormalKnownCovariance
+from dpmmbench.reports.traces import TRACE_COLUMNS, read_trace, remove_stale_temporaries, write_trace
 from dpmmbench.workflows import cluster, driver
 from dpmmbench.workflows.cli import main, parse_option
-from dpmmbench.workflows.driver import TRACE_COLUMNS, read_trace, run_chain, write_trace
+from dpmmbench.workflows.driver import run_chain
 
 REPO = Path(__file__).resolve().parent.parent
 UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
@@ -310,9 +311,9 @@ def test_remove_stale_temporaries_only_touches_its_own(tmp_path):
     other = tmp_path / ".a1.parquet.1.ab.tmp"
     for path in (target, own, other):
         path.write_bytes(b"x")
-    assert driver.remove_stale_temporaries(target) == [own]
+    assert remove_stale_temporaries(target) == [own]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, other.name])
-    assert driver.remove_stale_temporaries(tmp_path / "missing" / "t.csv") == []
+    assert remove_stale_temporaries(tmp_path / "missing" / "t.csv") == []
 
 
 def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.reports import costmodel as cm
 from dpmmbench.reports import figures
 from dpmmbench.reports.report import load_runs
+from dpmmbench.reports.traces import read_trace, write_trace
 from dpmmbench.workflows import driver
 
 DATA = "synth-wang2017?n_clusters=10&scale=0.05"
@@ -162,7 +163,7 @@ def traces(tmp_path_factory):
                                          dataset=data.name, workers=workers)
                 meta = {"algorithm": name, "options": sampler.params,
                         "backend": backend.describe() if backend else "serial: one task"}
-                paths[name, workers, seed] = driver.write_trace(trace, out / f"{name}-{workers}-{seed}.parquet", meta)
+                paths[name, workers, seed] = write_trace(trace, out / f"{name}-{workers}-{seed}.parquet", meta)
     return paths
 
 
@@ -204,8 +205,8 @@ def test_model_reproduces_the_real_runs_it_was_fitted_on(traces):
 
 def test_missing_runs_give_notes_not_errors(traces, tmp_path):
     # a trace written before the backends reported compute_s
-    old, meta = driver.read_trace(traces["slice-mr", 2, 0])
-    stale = driver.write_trace(old.drop(columns=["compute_s", "compute_max_s", "workers_lost"]),
+    old, meta = read_trace(traces["slice-mr", 2, 0])
+    stale = write_trace(old.drop(columns=["compute_s", "compute_max_s", "workers_lost"]),
                                tmp_path / "old.parquet", meta)
     frame, runs = load_runs([stale, traces["cons-prog", 2, 0], traces["auxvar", 1, 0], traces["auxvar", 2, 0]])
     scaling = cm.scaling(frame, runs)
@@ -220,7 +221,7 @@ def test_missing_runs_give_notes_not_errors(traces, tmp_path):
     assert model.shard_s == 0 and model.messages_fixed == 0 and model.messages(4) == 2 * model.messages(2)
 
     # a serial sampler has nothing to fit; a data set with no sharded run has no model
-    gibbs, _ = driver.read_trace(traces["gibbs", 1, 0])
+    gibbs, _ = read_trace(traces["gibbs", 1, 0])
     with pytest.raises(ValueError, match="compute_s"):
         cm.fit(gibbs)
     frame, runs = load_runs([traces["gibbs", 1, 0]])

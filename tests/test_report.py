@@ -25,8 +25,10 @@ from dpmmbench import datasets
 from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.reports import claims, costmodel
 from dpmmbench.reports.report import build_report, load_runs
+from dpmmbench.reports.traces import read_trace, write_trace
 from dpmmbench.workflows import driver
 from dpmmbench.workflows.cli import main
+from dpmmbench.workflows.provenance import environment
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = "synth-chang2013?n=200"
@@ -63,22 +65,22 @@ def traces(tmp_path_factory, scheduler):
     for algorithm in ALGORITHMS:
         for seed in SEEDS:
             trace, meta = driver.run(algorithm, DATA, ITERATIONS, seed=seed, scheduler=scheduler)
-            paths.append(driver.write_trace(trace, out / "chang" / algorithm / f"seed{seed}.parquet", meta))
+            paths.append(write_trace(trace, out / "chang" / algorithm / f"seed{seed}.parquet", meta))
 
     data = datasets.load(DATA)
     for seed in SEEDS:  # no ground truth: the report must leave VI out
         sampler = algorithms.make("gibbs", family=data.family, seed=seed)
         trace = driver.run_chain(sampler, data.X, data.family, 1.0, ITERATIONS, dataset="unlabelled-blobs")
-        meta = {"algorithm": "gibbs", "options": sampler.params, **driver.environment()}
-        paths.append(driver.write_trace(trace, out / "unlabelled" / "gibbs" / f"seed{seed}.csv", meta))
+        meta = {"algorithm": "gibbs", "options": sampler.params, **environment()}
+        paths.append(write_trace(trace, out / "unlabelled" / "gibbs" / f"seed{seed}.csv", meta))
 
     # the serial gibbs chain of seed 0 again, on a 2-worker cluster: speed-up against workers
     trace, meta = driver.run("gibbs", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler)
-    paths.append(driver.write_trace(trace, out / "chang" / "gibbs-2w" / "seed0.parquet", meta))
+    paths.append(write_trace(trace, out / "chang" / "gibbs-2w" / "seed0.parquet", meta))
 
     if "slice-mr" in algorithms.available():
         trace, meta = driver.run("slice-mr", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler)
-        paths.append(driver.write_trace(trace, out / "chang" / "slice-mr" / "seed0.parquet", meta))
+        paths.append(write_trace(trace, out / "chang" / "slice-mr" / "seed0.parquet", meta))
     return paths
 
 
@@ -158,7 +160,7 @@ def test_no_external_resources(report):
 
 def test_numbers_come_from_the_traces(report, traces):
     text = report[0].read_text(encoding="utf-8")
-    chains = {str(p): driver.read_trace(p)[0] for p in traces}
+    chains = {str(p): read_trace(p)[0] for p in traces}
     gibbs = [t for t in chains.values()
              if t["algorithm"].iloc[0] == "gibbs" and t["dataset"].iloc[0] == DATA and t["workers"].iloc[0] == 1]
     assert len(gibbs) == len(SEEDS)
@@ -248,7 +250,7 @@ def scaling_traces(tmp_path_factory):
         if name == "slice-mr":
             trace = trace.drop(columns=["compute_s", "compute_max_s", "workers_lost"])
         meta = {"algorithm": name, "options": sampler.params, "backend": backend.describe() if backend else "serial"}
-        paths.append(driver.write_trace(trace, out / f"{name}-{workers}.parquet", meta))
+        paths.append(write_trace(trace, out / f"{name}-{workers}.parquet", meta))
     return paths
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from dpmmbench import algorithms
-from dpmmbench.workflows.driver import read_trace
+from dpmmbench.reports.traces import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "workflows" / "config").glob("*.yaml"))

@@ -1,8 +1,9 @@
 """Running the benchmark: the run driver, the ``dpmmbench`` CLI and (later) the Snakemake rules.
 
 - :mod:`workflows.driver`: one run = (dataset, algorithm, options, seed, workers) -> one tidy
-  trace; ``run_chain`` (the loop, timing and scoring), ``run`` (by names, with provenance),
-  ``write_trace`` / ``read_trace`` (atomic parquet or csv).
+  trace; ``run_chain`` (the loop, timing and scoring), ``run`` (by names, with provenance).
+  Trace files are written and read by :mod:`reports.traces`.
+- :mod:`workflows.provenance`: environment, git state and process facts of a run.
 - :mod:`workflows.cli`: ``dpmmbench run`` and ``dpmmbench list``.
 
 Nothing heavy is imported here, so ``dpmmbench --help`` stays fast.

@@ -114,10 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args) -> int:
+    from dpmmbench.reports.traces import check_trace_path, remove_stale_temporaries, write_trace
+
     from . import driver
 
     # Before any work: a bad destination or option must not cost a run.
-    out = driver.check_trace_path(args.out)
+    out = check_trace_path(args.out)
     options = {}
     for text in args.option:
         key, value = parse_option(text)
@@ -126,7 +128,7 @@ def _cmd_run(args) -> int:
         options[key] = value
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     # This command owns --out: temporary files next to it are left by an earlier, killed run.
-    driver.remove_stale_temporaries(out)
+    remove_stale_temporaries(out)
 
     trace, meta = driver.run(args.algorithm, args.dataset, args.iterations, seed=args.seed,
                              workers=args.workers, scheduler=args.scheduler, time_budget=args.time_budget,
@@ -134,7 +136,7 @@ def _cmd_run(args) -> int:
                              progress=progress, warmup=args.warmup, threads=args.threads, name=args.name,
                              data_file=args.data_file)
     meta["command"] = ["dpmmbench", *args.argv]
-    driver.write_trace(trace, out, meta)
+    write_trace(trace, out, meta)
     last = trace.iloc[-1]
     print(f"{out}: {meta['algorithm']} on {meta['dataset']}, {meta['iterations']} iterations in "
           f"{last['time_s']:.3g} s, {last['n_clusters']} clusters, log joint {last['log_joint']:.6g}")
@@ -145,8 +147,7 @@ def _cmd_summarize(args) -> int:
     from pathlib import Path
 
     from dpmmbench.reports.summary import summarize
-
-    from .driver import atomic_write
+    from dpmmbench.reports.traces import atomic_write
 
     out = Path(args.out)
     if out.suffix != ".csv":

@@ -17,20 +17,13 @@ Example
 """
 from __future__ import annotations
 
-import glob
-import json
 import math
 import numbers
-import os
-import platform
 import secrets
-import subprocess
 import sys
 import time
-from contextlib import suppress
 from copy import deepcopy
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -38,20 +31,9 @@ import pandas as pd
 
 from dpmmbench import algorithms
 from dpmmbench.reports.metrics import log_joint, n_clusters, vi
+from dpmmbench.reports.traces import COMM_COLUMNS, trace_frame
 
-#: the fixed leading columns of every trace, in order (DESIGN "Traces and runs")
-TRACE_COLUMNS = ("algorithm", "dataset", "seed", "workers", "iteration", "time_s", "log_joint",
-                 "n_clusters", "vi", "bytes_sent", "bytes_received", "messages")
-#: communication columns: a distributed sampler reports them per step in ``state.info``
-COMM_COLUMNS = ("bytes_sent", "bytes_received", "messages")
-#: trace file formats, by extension
-TRACE_FORMATS = (".parquet", ".csv")
-#: key of the run metadata (JSON) in the parquet schema metadata
-META_KEY = b"dpmmbench"
-
-_INT_COLUMNS = ("seed", "workers", "iteration", "n_clusters") + COMM_COLUMNS
-#: the import packages of this distribution (their numba kernels are disk-cached)
-_PACKAGES = ("algorithms", "datasets", "reports", "workflows")
+from .provenance import environment, process_facts
 
 
 # ---- the chain ----------------------------------------------------------------------
@@ -100,7 +82,7 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
     -------
     pandas.DataFrame
         One row per iteration, iteration 0 being the state right after ``init``. Columns
-        :data:`TRACE_COLUMNS` in that order, then every other numeric key of ``state.info``
+        :data:`~dpmmbench.reports.traces.TRACE_COLUMNS` in that order, then every other numeric key of ``state.info``
         in order of first appearance (NaN where a step did not report it). ``time_s`` is the
         cumulative sampler time; ``bytes_sent``, ``bytes_received`` and ``messages`` are
         taken from ``state.info`` and are 0 when the sampler does not report them (the
@@ -151,7 +133,7 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
             bar.update(1)
             bar.set_postfix(K=row["n_clusters"], log_joint=f"{row['log_joint']:.6g}", refresh=False)
 
-    return _trace_frame(rows)
+    return trace_frame(rows)
 
 
 def warm_up(sampler, X, init_clusters=1, n_points=200, steps=2):
@@ -188,15 +170,6 @@ def warm_up(sampler, X, init_clusters=1, n_points=200, steps=2):
     except Exception:  # noqa: BLE001 - best effort, see the docstring
         return None
     return time.perf_counter() - start
-
-
-def _trace_frame(rows) -> pd.DataFrame:
-    extra = list(dict.fromkeys(key for row in rows for key in row if key not in TRACE_COLUMNS))
-    df = pd.DataFrame.from_records(rows, columns=list(TRACE_COLUMNS) + extra)
-    # Fixed dtypes so that every trace of the suite concatenates without surprises.
-    df = df.astype({col: "int64" for col in _INT_COLUMNS} | {"time_s": "float64", "log_joint": "float64",
-                                                             "vi": "float64"})
-    return df
 
 
 # ---- one run, by names ------------------------------------------------------------------
@@ -367,238 +340,7 @@ def _chain_task(sampler, X, family, warmup, chain_args):
     keywords (a dict, not ``**kwargs``: ``Client.submit`` owns keywords such as ``workers``)."""
     warmup_s = warm_up(sampler, family.validate(X), chain_args["init_clusters"]) if warmup else None
     trace = run_chain(sampler, X, family, warmup=False, **chain_args)
-    return trace, dict(_process_facts(), warmup_s=warmup_s)
-
-
-def _process_facts() -> dict:
-    """The process a chain ran in: Dask worker address, pid, numba threads, and how many of
-    the package's disk-cached numba kernels were loaded from the cache (``hits``) or had to
-    be compiled (``misses``); kernels compiled without the disk cache are not counted."""
-    import gc
-
-    import numba
-    from numba.core.dispatcher import Dispatcher
-
-    try:
-        from distributed import get_worker
-
-        address = get_worker().address
-    except (ImportError, ValueError):  # not in a Dask worker (the master of a sharded run)
-        address = None
-    hits = misses = 0
-    # Kernels built by factories live in closures and caches, not only as module globals.
-    for obj in gc.get_objects():
-        if (isinstance(obj, Dispatcher) and obj.stats.cache_path is not None
-                and obj.py_func.__module__.split(".")[0] in _PACKAGES):
-            hits += sum(obj.stats.cache_hits.values())
-            misses += sum(obj.stats.cache_misses.values())
-    return {"address": address, "pid": os.getpid(), "numba_threads": numba.get_num_threads(),
-            "numba_cache_hits": hits, "numba_cache_misses": misses}
-
-
-# ---- provenance ------------------------------------------------------------------------
-def environment() -> dict:
-    """Where and with what a run ran: package versions, CPU, platform and git commit.
-
-    Returns
-    -------
-    dict
-        Keys ``versions`` (python, numpy, scipy, numba, dask, distributed, pandas, pyarrow;
-        None when not installed), ``cpu_model``, ``cores``, ``cores_available``,
-        ``platform``, ``hostname``, ``git_commit`` and ``git_dirty`` (None outside a git
-        checkout).
-    """
-    versions = {"python": platform.python_version()}
-    for package in ("numpy", "scipy", "numba", "dask", "distributed", "pandas", "pyarrow"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    commit, dirty = _git_state()
-    return {
-        "versions": versions,
-        "cpu_model": _cpu_model(),
-        "cores": os.cpu_count(),
-        "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "platform": platform.platform(),
-        "hostname": platform.node(),
-        "git_commit": commit,
-        "git_dirty": dirty,
-    }
-
-
-def _cpu_model():
-    with suppress(OSError):
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    return platform.processor() or None
-
-
-def _git_state():
-    repo = Path(__file__).resolve().parent.parent
-
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "HEAD")
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    try:
-        # --no-optional-locks: reading the status must never write to the repository.
-        dirty = bool(git("--no-optional-locks", "status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.SubprocessError):
-        dirty = None
-    return commit, dirty
-
-
-# ---- trace files -------------------------------------------------------------------------
-def check_trace_path(path) -> Path:
-    """Return ``path`` as a Path if its extension is a trace format, else raise ValueError.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Destination of a trace: ``.parquet`` or ``.csv``.
-    """
-    path = Path(path)
-    if path.suffix.lower() not in TRACE_FORMATS:
-        raise ValueError(f"unsupported trace format {path.suffix or '(no extension)'!r} for {str(path)!r}; "
-                         f"use one of {', '.join(TRACE_FORMATS)}")
-    return path
-
-
-def write_trace(df, path, meta=None) -> Path:
-    """Write a trace and its metadata atomically; return the path written.
-
-    The data go to a temporary file in the destination directory, which is then renamed
-    over ``path``: a reader (or Snakemake) never sees a partial trace.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        The trace.
-    path : str or os.PathLike
-        ``.parquet``: ``meta`` is stored as JSON in the schema metadata under
-        :data:`META_KEY`. ``.csv``: ``meta`` goes to the sidecar ``<path>.meta.json``.
-        Missing parent directories are created.
-    meta : dict, optional
-        JSON-serialisable run metadata (numpy scalars and arrays are converted).
-
-    Raises
-    ------
-    ValueError
-        Unsupported extension (raised before anything is written).
-    """
-    path = check_trace_path(path)
-    # Serialise first: metadata that cannot be serialised fails before any file is touched.
-    meta_json = json.dumps(meta or {}, default=_json_default, indent=1)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.Table.from_pandas(df, preserve_index=False)
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: meta_json.encode()})
-        atomic_write(path, lambda f: pq.write_table(table, f))
-    else:
-        # Sidecar first: whoever sees the trace can rely on its metadata being there.
-        atomic_write(_sidecar(path), lambda f: f.write(meta_json.encode()))
-        atomic_write(path, lambda f: df.to_csv(f, index=False, encoding="utf-8"))
-    return path
-
-
-def read_trace(path):
-    """Read a trace written by :func:`write_trace`.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A ``.parquet`` or ``.csv`` trace.
-
-    Returns
-    -------
-    trace : pandas.DataFrame
-    meta : dict
-        The run metadata ({} if none was stored).
-    """
-    path = check_trace_path(path)
-    if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        raw = (table.schema.metadata or {}).get(META_KEY)
-        return table.to_pandas(), json.loads(raw) if raw else {}
-    sidecar = _sidecar(path)
-    meta = json.loads(sidecar.read_text()) if sidecar.exists() else {}
-    # Name columns stay strings: an empty dataset name must not come back as NaN.
-    df = pd.read_csv(path, dtype={"algorithm": str, "dataset": str})
-    for col in ("algorithm", "dataset"):
-        if col in df:
-            df[col] = df[col].fillna("")
-    return df, meta
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".meta.json")
-
-
-def atomic_write(path: Path, write):
-    """Write ``path`` through a temporary file in the same folder and ``os.replace``:
-    readers see the old file or the complete new one, never a partial one.
-    ``write(f)`` receives a binary file object."""
-    # A fresh name created with O_EXCL and mode 0o666 so the final file gets the usual
-    # umask-based permissions (mkstemp would leave it private to the owner).
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def remove_stale_temporaries(path) -> list[Path]:
-    """Delete the temporary files :func:`atomic_write` left next to ``path`` when a writer
-    was killed mid-write (SIGKILL leaves no chance to clean up); return what was deleted.
-
-    Call it only as the one owner of ``path`` (e.g. the job that produces it): a
-    concurrent writer's temporary file would be deleted too.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A file written with :func:`atomic_write` (its CSV sidecar is covered as well).
-    """
-    path = Path(path)
-    if not path.parent.is_dir():
-        return []
-    removed = []
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        with suppress(FileNotFoundError):
-            stale.unlink()
-            removed.append(stale)
-    return removed
-
-
-def _json_default(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    if isinstance(obj, (Path, datetime)):
-        return str(obj)
-    raise TypeError(f"run metadata value {obj!r} of type {type(obj).__name__} is not JSON-serialisable")
+    return trace, dict(process_facts(), warmup_s=warmup_s)
 
 
 # ---- argument checks ----------------------------------------------------------------------

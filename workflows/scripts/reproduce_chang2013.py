@@ -25,7 +25,8 @@ import pandas as pd
 from dpmmbench import algorithms
 from dpmmbench import datasets
 from dpmmbench.reports.metrics import log_joint
-from dpmmbench.workflows.driver import atomic_write, run_chain, write_trace
+from dpmmbench.reports.traces import atomic_write, write_trace
+from dpmmbench.workflows.driver import run_chain
 
 ALGORITHMS = ("subc", "subc-supc", "gibbs", "fsd", "gibbs-supercluster")
 

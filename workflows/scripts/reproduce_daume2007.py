@@ -42,7 +42,8 @@ from dpmmbench import algorithms
 from dpmmbench import datasets
 from dpmmbench.algorithms.search import map_search
 from dpmmbench.reports.metrics import log_joint, vi
-from dpmmbench.workflows.driver import atomic_write, environment
+from dpmmbench.reports.traces import atomic_write
+from dpmmbench.workflows.provenance import environment
 
 #: experiment sizes: full (the paper's shape, scaled to the data at hand) and reduced (tests)
 SIZES = {
