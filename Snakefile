@@ -1,6 +1,4 @@
 # dpmmbench workflow: `snakemake --cores 2` runs the default config (no network needed).
-import sys
-
 from snakemake.utils import validate
 
 
@@ -12,8 +10,6 @@ if not workflow.overwrite_configfiles:
 
 
 validate(config, "workflows/schemas/config.schema.yaml")
-
-PYTHON = sys.executable  # the interpreter that runs Snakemake has the package installed
 
 
 include: "workflows/common.smk"

@@ -1,6 +1,10 @@
 # Helpers only (no rules): the run grid is read from the registry and the config, and the
 # config is checked against both before any job runs (the JSON schema checks its shape).
+import os
 import shlex
+import sys
+
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from dpmmbench import algorithms
 from dpmmbench import datasets
@@ -8,6 +12,16 @@ from dpmmbench.algorithms.constraints import resolve_options
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
+
+#: every rule's software (relative to this folder); used with --software-deployment-method conda
+SOFTWARE_ENV = "envs/dpmmbench.yaml"
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    #: the interpreter of a job: the one on the PATH of the job's conda env ...
+    PYTHON = "python"
+    # ... whose env file installs the package from here (see the env file for why not a path)
+    os.environ.update(DPMMBENCH_ROOT=workflow.basedir)
+else:
+    PYTHON = sys.executable  # ... or the one running Snakemake, which has the package installed
 
 
 def selected_algorithms():

@@ -37,6 +37,8 @@ rule fetch_dataset:
     params:
         python=PYTHON,
         data_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+    conda:
+        SOFTWARE_ENV
     shell:
         "DPMMBENCH_DATA={params.data_dir:q} {params.python} -m dpmmbench.datasets fetch {wildcards.source}"
         " --manifest {output:q} > {log} 2>&1"
@@ -55,6 +57,8 @@ rule preprocess_dataset:
         python=PYTHON,
         name=lambda wc: config["datasets"][wc.dataset],
         data_dir=DATA_DIR,
+    conda:
+        SOFTWARE_ENV
     shell:
         "DPMMBENCH_DATA={params.data_dir:q} {params.python} -m dpmmbench.datasets preprocess {params.name:q}"
         " --out {output:q} > {log} 2>&1"

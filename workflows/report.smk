@@ -14,6 +14,8 @@ rule report:
         python=PYTHON,
         # the effective config (config files + --config overrides), shown in the report
         config=lambda wc: json.dumps(config),
+    conda:
+        SOFTWARE_ENV
     shell:
         "{params.python} -m dpmmbench.workflows.cli report {input.traces} --config-json {params.config:q}"
         " --out {output} > {log} 2>&1"

@@ -21,6 +21,8 @@ rule run_chain:
     params:
         args=run_args,
         python=PYTHON,
+    conda:
+        SOFTWARE_ENV
     shell:
         "{params.python} -m dpmmbench.workflows.cli run {params.args} --seed {wildcards.seed}"
         " --workers {wildcards.workers} --no-progress --out {output} > {log} 2>&1"
@@ -35,5 +37,7 @@ rule summary:
         "logs/summary.log",
     params:
         python=PYTHON,
+    conda:
+        SOFTWARE_ENV
     shell:
         "{params.python} -m dpmmbench.workflows.cli summarize {input} --out {output} > {log} 2>&1"
