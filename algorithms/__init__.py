@@ -12,11 +12,7 @@ from __future__ import annotations
 import importlib
 from types import MappingProxyType
 
-from . import _numba_cache
-
-_numba_cache.install()  # before any kernel module is imported (see _numba_cache)
-
-from .base import Sampler, State  # noqa: E402
+from .base import Sampler, State
 from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 
 #: registry name -> "module:Class" (imported on first use)

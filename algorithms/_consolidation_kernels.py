@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from ._numba_cache import kernel
 
 
 ISO, NIW, DIRMULT = 0, 1, 2
@@ -38,7 +39,7 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 # ---- log marginals of statistics rows ----------------------------------------------------
 
-@njit(cache=True)
+@kernel
 def _lmvgamma(a, D):
     out = 0.25 * D * (D - 1) * _LOG_PI
     for j in range(D):
@@ -46,7 +47,7 @@ def _lmvgamma(a, D):
     return out
 
 
-@njit(cache=True)
+@kernel
 def log_marginal_row(model, row):
     """log m(x_C) of a component from its flattened statistics row (SPEC §0.4)."""
     code, h, H = model
@@ -97,7 +98,7 @@ def log_marginal_row(model, row):
     return out + h[4] - math.lgamma(B + total)
 
 
-@njit(cache=True)
+@kernel
 def log_marginal_rows(model, rows):
     """:func:`log_marginal_row` of every row."""
     out = np.empty(rows.shape[0])
@@ -106,20 +107,20 @@ def log_marginal_rows(model, rows):
     return out
 
 
-@njit(cache=True)
+@kernel
 def _union_L(model, ra, rb, tmp):
     for w in range(ra.shape[0]):
         tmp[w] = ra[w] + rb[w]
     return log_marginal_row(model, tmp)
 
 
-@njit(cache=True)
+@kernel
 def _log_rho(log_alpha, na, La, nb, Lb, Lab):
     """log rho(A, B) from sizes and log marginals (SPEC §0.3)."""
     return -log_alpha + math.lgamma(na + nb) - math.lgamma(na) - math.lgamma(nb) + Lab - La - Lb
 
 
-@njit(cache=True)
+@kernel
 def log_rho_to_rows(model, log_alpha, rows, L, row, L_row, out):
     """``out[g] = log rho(rows[g], row)`` for every row of ``rows`` (log marginals ``L``)."""
     tmp = np.empty(row.shape[0])
@@ -129,7 +130,7 @@ def log_rho_to_rows(model, log_alpha, rows, L, row, L_row, out):
 
 # ---- restricted consolidation (Wang & Lin's Algorithm 2) ------------------------------------
 
-@njit(cache=True)
+@kernel
 def sequential_split(model, log_alpha, rows, L_atoms, atoms, r, sample, uniforms, assign, s1, s2, tmp):
     """Split the atoms ``atoms[:r]`` (in canonical order) into at most two groups.
 
@@ -196,7 +197,7 @@ def workspace(rows):
             np.zeros(A), np.zeros(A))
 
 
-@njit(cache=True)
+@kernel
 def _members(labels, g, idx):
     r = 0
     for a in range(labels.shape[0]):
@@ -206,7 +207,7 @@ def _members(labels, g, idx):
     return r
 
 
-@njit(cache=True)
+@kernel
 def _split_score(model, log_alpha, rows, labels, g, ws):
     """S(g) = -log beta(g): minus the log probability that the sequential split of g keeps
     it whole (-inf for a group of one atom: it cannot be split)."""
@@ -219,13 +220,13 @@ def _split_score(model, log_alpha, rows, labels, g, ws):
     return -sequential_split(model, log_alpha, rows, L_atoms, idx, r, False, tmp, assign, s1, s2, tmp)
 
 
-@njit(cache=True)
+@kernel
 def _group_rho(model, log_alpha, ws, i, j):
     GS, GL, _M, _S, _L_atoms, _idx, _assign, _s1, _s2, tmp, _r1, _r2 = ws
     return _log_rho(log_alpha, GS[i, 0], GL[i], GS[j, 0], GL[j], _union_L(model, GS[i], GS[j], tmp))
 
 
-@njit(cache=True)
+@kernel
 def build_tables(model, log_alpha, rows, labels, G, ws):
     """Fill the workspace for the grouping ``labels`` (groups 0..G-1)."""
     GS, GL, M, S, L_atoms, _idx, _assign, _s1, _s2, _tmp, _r1, _r2 = ws
@@ -247,7 +248,7 @@ def build_tables(model, log_alpha, rows, labels, G, ws):
         S[g] = _split_score(model, log_alpha, rows, labels, g, ws)
 
 
-@njit(cache=True)
+@kernel
 def _lse_acc(m, s, v):
     """Online log-sum-exp: the state (max m, scaled sum s) after adding log value v."""
     if v == -np.inf:
@@ -257,7 +258,7 @@ def _lse_acc(m, s, v):
     return m, s + math.exp(v - m)
 
 
-@njit(cache=True)
+@kernel
 def merge_table_lse(M, G):
     """log of the sum of exp(M) over the unordered pairs of groups."""
     m, s = -np.inf, 0.0
@@ -267,7 +268,7 @@ def merge_table_lse(M, G):
     return m + math.log(s) if s > 0.0 else -np.inf
 
 
-@njit(cache=True)
+@kernel
 def split_table_lse(S, G):
     """log of the sum of exp(S) over the splittable groups (-inf if there is none)."""
     m, s = -np.inf, 0.0
@@ -276,7 +277,7 @@ def split_table_lse(S, G):
     return m + math.log(s) if s > 0.0 else -np.inf
 
 
-@njit(cache=True)
+@kernel
 def merge_log_acceptance(model, log_alpha, rows, labels, G, ws, i, j, lse_M):
     """log of the MH ratio of merging groups i and j (before ``min(1, .)``), and S(i u j).
 
@@ -307,7 +308,7 @@ def merge_log_acceptance(model, log_alpha, rows, labels, G, ws, i, j, lse_M):
     return l2 - l1 + l3 + l4, s_merged
 
 
-@njit(cache=True)
+@kernel
 def split_log_acceptance(model, log_alpha, rows, labels, G, ws, g, r, log_path, lse_S):
     """log of the MH ratio of splitting group g into the atoms ``idx[:r]`` with
     ``assign[:r] == 0`` and the others (the split the sequential proposal made, with log
@@ -344,7 +345,7 @@ def split_log_acceptance(model, log_alpha, rows, labels, G, ws, g, r, log_path, 
     return -r12 + l3 - l1 - log_path, r12, L1, L2
 
 
-@njit(cache=True)
+@kernel
 def _apply_merge(model, log_alpha, rows, labels, G, ws, i, j, s_merged):
     """Merge group j into i (i < j); the last group takes j's place. Returns the new G."""
     GS, GL, M, S, _L_atoms, _idx, _assign, _s1, _s2, _tmp, _r1, _r2 = ws
@@ -378,7 +379,7 @@ def _apply_merge(model, log_alpha, rows, labels, G, ws, i, j, s_merged):
     return G
 
 
-@njit(cache=True)
+@kernel
 def _apply_split(model, log_alpha, rows, labels, G, ws, g, r, r12, L1, L2):
     """Group g keeps the atoms with ``assign == 0``, the others form group G. Returns G + 1."""
     GS, GL, M, S, _L_atoms, idx, assign, s1, s2, _tmp, r1, r2 = ws
@@ -401,7 +402,7 @@ def _apply_split(model, log_alpha, rows, labels, G, ws, g, r, r12, L1, L2):
     return G + 1
 
 
-@njit(cache=True)
+@kernel
 def pooled_mcmc(model, log_alpha, rows, labels, G, n_steps, rng, ws):
     """``n_steps`` merge-or-split MH steps over groupings of the atoms ``rows`` (SPEC §8.3).
 

@@ -1,36 +1,46 @@
-"""Invalidate numba's disk cache of this package's kernels when *any* kernel source changes.
+"""numba's disk cache for this package's kernels, kept correct across modules and processes.
 
-numba checks a cached function only against the file that defines it. Our compiled loops call
-kernels in other modules (the families' ``add``/``remove``/``logpred``, ``_numerics``), so after
-editing a callee a caller's stale binary was loaded silently: it once cost a wrong posterior
-(auxvar's exactness TV 0.89 instead of 0.08) in a long-edited tree. Here every cached function
-of this package carries, beside numba's own stamp, a digest of all the package's modules that
-use numba; an edit to any of them recompiles every kernel of the package once.
+Every compiled kernel of the package is built by :func:`kernel` (not ``numba.njit(cache=True)``),
+which gives that one dispatcher a disk cache of the class built here. Nothing of numba's is
+changed: functions outside the package keep numba's own cache.
 
-:func:`install` puts the locator first in numba's list. It must run before the first
-``@njit(cache=True)`` of the package is decorated (numba picks the locator at decoration
-time), which is why ``algorithms/__init__.py`` calls it before importing anything else.
+Why not numba's own cache:
 
-It also makes the package's cache entries safe to write from several processes at once (two
-pytest-xdist processes, two Dask workers, parallel Snakemake jobs all compile the same loops
-for different families after an edit). numba names a new data file by the first number its
-index has not used and writes the index before the data, so two processes saving different
-signatures at once could both take number 1: one process's index then pointed at the other's
-binary, code compiled for other argument types (seen here: a wrong auxvar posterior, TV 0.077
-against a threshold of 0.066, after an edit, under xdist). :func:`_save_entry` names the data
-file by a hash of its key, so no two keys ever share a file, and writes the data before the
-index, so an index never names a file not yet written. A lost index update between two
-writers costs a recompilation, never a wrong binary.
+- numba checks a cached function only against the file that defines it. Our compiled loops call
+  kernels in other modules (the families' ``add``/``remove``/``logpred``, ``_numerics``), so after
+  editing a callee a caller's stale binary was loaded silently: it once cost a wrong posterior
+  (auxvar's exactness TV 0.89 instead of 0.08) in a long-edited tree. Here every cached kernel's
+  freshness stamp is numba's own plus a digest of all the package's modules that use numba; an
+  edit to any of them recompiles every kernel of the package once.
+- numba names a new data file by the first number its index has not used and writes the index
+  before the data, so two processes saving different signatures at once (two pytest-xdist
+  processes, two Dask workers, parallel Snakemake jobs after an edit) could both take number 1:
+  one process's index then pointed at the other's binary, code compiled for other argument types
+  (seen here: a wrong auxvar posterior, TV 0.077 against a threshold of 0.066, under xdist). Here
+  a data file is named by a hash of its key, so no two keys ever share a file, and the data is
+  written before the index, so an index never names a file not yet written. A lost index update
+  between two writers costs a recompilation, never a wrong binary.
+
+numba has no public hook for either (a cache locator can only be added to a class-wide list,
+and the cache file class is fixed), so this module subclasses numba's private cache classes. It
+does so only on the numba versions it was checked on (:data:`VERIFIED_NUMBA`); on any other the
+kernels are compiled in every process, with one warning: slower start, same results.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
+import warnings
 from pathlib import Path
 
-from numba.core.caching import CacheImpl, IndexDataCacheFile, _CacheLocator
+import numba
 
 _PACKAGE = Path(__file__).resolve().parent
+
+#: [first, last) numba (major, minor) versions whose private cache classes (numba.core.caching,
+#: ``Dispatcher._cache``) this module was checked against
+VERIFIED_NUMBA = ((0, 60), (0, 69))
 
 
 @functools.cache
@@ -44,67 +54,101 @@ def package_digest() -> bytes:
     return digest.digest()
 
 
-class PackageStampLocator(_CacheLocator):
-    """Wraps the locator numba would have chosen; only the freshness stamp differs."""
+def numba_verified(version: str) -> bool:
+    """Whether numba ``version`` (e.g. ``"0.61.2"``) is in :data:`VERIFIED_NUMBA`."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return found is not None and VERIFIED_NUMBA[0] <= (int(found[1]), int(found[2])) < VERIFIED_NUMBA[1]
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+
+def kernel(function=None, **options):
+    """``numba.njit`` for the package's kernels, disk-cached by this module's rules.
+
+    Parameters
+    ----------
+    function : callable, optional
+        The Python function to compile. Without it, returns a decorator (``@kernel(nogil=True)``).
+    **options
+        Options of ``numba.njit`` (``cache`` excepted: the cache is this module's).
+
+    Returns
+    -------
+    numba.core.registry.CPUDispatcher or callable
+        The compiled function (lazily compiled per signature, as with ``numba.njit``), or the
+        decorator making one.
+    """
+    if "cache" in options:
+        raise TypeError("kernel() caches on disk by itself; drop cache=")
+
+    def build(py_func):
+        dispatcher = numba.njit(**options)(py_func)
+        cache = _disk_cache(py_func)
+        if cache is not None:
+            dispatcher._cache = cache  # what numba's own Dispatcher.enable_caching() sets
+        return dispatcher
+
+    return build if function is None else build(function)
+
+
+def _disk_cache(py_func):
+    """This module's disk cache for ``py_func``, or None to compile it in every process."""
+    cache_class = _cache_class()
+    if cache_class is None:
+        return None
+    return cache_class(py_func)
+
+
+class _StampedLocator:
+    """The cache locator numba chose for a function, with the package digest added to its
+    freshness stamp (everything else, e.g. the cache directory, is numba's)."""
 
     def __init__(self, inner):
         self._inner = inner
 
-    def ensure_cache_path(self):
-        self._inner.ensure_cache_path()
-
-    def get_cache_path(self):
-        return self._inner.get_cache_path()
-
-    def get_disambiguator(self):
-        return self._inner.get_disambiguator()
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
     def get_source_stamp(self):
         return (self._inner.get_source_stamp(), package_digest())
 
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        try:
-            Path(py_file).resolve().relative_to(_PACKAGE)
-        except ValueError:
-            return None  # someone else's function: numba's own rules
-        for locator_class in CacheImpl._locator_classes:
-            if locator_class is not cls:
-                inner = locator_class.from_function(py_func, py_file)
-                if inner is not None:
-                    return cls(inner)
+
+@functools.cache
+def _cache_class():
+    """The package's subclass of numba's ``FunctionCache``, or None (one warning) on a numba
+    outside :data:`VERIFIED_NUMBA`, whose private classes may differ."""
+    if not numba_verified(numba.__version__):
+        low, high = (".".join(map(str, v)) for v in VERIFIED_NUMBA)
+        _warn_once(f"dpmmbench: numba {numba.__version__} is outside the versions its kernel cache was "
+                   f"checked on (>={low}, <{high}); kernels are compiled in every process")
         return None
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache, IndexDataCacheFile
 
+    class PackageCacheImpl(CompileResultCacheImpl):
+        def __init__(self, py_func):
+            super().__init__(py_func)  # numba's choice of locator; raises when none is writable
+            self._locator = _StampedLocator(self._locator)
 
-def _is_ours(cache_file) -> bool:
-    stamp = cache_file._source_stamp
-    return isinstance(stamp, tuple) and len(stamp) == 2 and stamp[1] == package_digest()
+    class PackageCacheFile(IndexDataCacheFile):
+        def save(self, key, data):
+            """Save one entry: the data file (named by a hash of ``key``) first, then the index."""
+            digest = hashlib.sha256(self._dump(key)).hexdigest()[:20]
+            name = self._data_name_pattern.replace("{number:d}", digest)
+            self._save_data(name, data)
+            overloads = self._load_index()  # re-read as late as possible: fewer lost updates
+            overloads[key] = name
+            self._save_index(overloads)
 
+    class PackageCache(FunctionCache):
+        _impl_class = PackageCacheImpl
 
-def _save_entry(cache_file, key, data) -> None:
-    """Save one cache entry: the data file (named by a hash of ``key``) first, then the index."""
-    name = cache_file._data_name_pattern.replace("{number:d}", hashlib.sha256(cache_file._dump(key)).hexdigest()[:20])
-    cache_file._save_data(name, data)
-    overloads = cache_file._load_index()  # re-read as late as possible: fewer lost updates
-    overloads[key] = name
-    cache_file._save_index(overloads)
+        def __init__(self, py_func):
+            super().__init__(py_func)
+            self._cache_file = PackageCacheFile(cache_path=self._cache_path,
+                                                filename_base=self._impl.filename_base,
+                                                source_stamp=self._impl.locator.get_source_stamp())
 
-
-def _make_save(numba_save):
-    @functools.wraps(numba_save)
-    def save(self, key, data):
-        if _is_ours(self):
-            _save_entry(self, key, data)
-        else:
-            numba_save(self, key, data)  # someone else's function: numba's own rules
-    save.package_safe = True
-    return save
-
-
-def install() -> None:
-    """Make :class:`PackageStampLocator` the first locator numba tries, and the package's cache
-    entries safe to write concurrently (idempotent)."""
-    if PackageStampLocator not in CacheImpl._locator_classes:
-        CacheImpl._locator_classes.insert(0, PackageStampLocator)
-    if not getattr(IndexDataCacheFile.save, "package_safe", False):
-        IndexDataCacheFile.save = _make_save(IndexDataCacheFile.save)
+    return PackageCache

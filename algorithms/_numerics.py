@@ -5,8 +5,10 @@ import math
 import types
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 from scipy.special import gammaln
+
+from ._numba_cache import kernel
 
 LOG_PI = math.log(math.pi)
 LOG_2PI = math.log(2.0 * math.pi)
@@ -56,7 +58,7 @@ def logsumexp_rows(a: np.ndarray) -> np.ndarray:
 NEGLIGIBLE_LOG_RATIO = 60.0
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def sample_log_weights(logw, n, u):
     """Index drawn from the first ``n`` entries of ``logw`` (log weights), using the
     uniform ``u``; ``logw`` is overwritten with unnormalised weights."""
@@ -97,7 +99,7 @@ def parallel_variants(py_func):
     serial = types.FunctionType(py_func.__code__, py_func.__globals__, py_func.__name__ + "_serial",
                                 py_func.__defaults__, py_func.__closure__)
     serial.__qualname__ = py_func.__qualname__ + "_serial"
-    return njit(cache=True)(serial), njit(cache=True, parallel=True)(py_func)
+    return kernel(serial), kernel(parallel=True)(py_func)
 
 
 def _sample_rows(loglik, log_weights, uniforms, out):

@@ -36,6 +36,7 @@ import numpy as np
 from numba import literal_unroll, njit
 
 from ._dispatch import k_add, k_logpred, k_remove
+from ._numba_cache import kernel
 
 # ---- layout of the integer work arrays -----------------------------------------------------
 #: counters (one int64 array shared by Python and the loop)
@@ -68,7 +69,7 @@ TEMPLATE, SCRATCH_A, SCRATCH_B, FIRST_FREE_SLOT = 0, 1, 2, 3
 
 # ---- generic pool slot copy ------------------------------------------------------------------
 
-@njit(cache=True)
+@kernel
 def copy_slot(table, src, dst):
     """Copy cluster slot ``src`` of a family table to ``dst``.
 
@@ -84,14 +85,14 @@ def copy_slot(table, src, dst):
 
 # ---- min-max heap of entry ids, ordered by (score, earlier push wins ties) -------------------
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _less(ef, eint, a, b):
     fa = ef[a, E_F]
     fb = ef[b, E_F]
     return fa < fb or (fa == fb and eint[a, E_SEQ] > eint[b, E_SEQ])
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _on_min_level(i):
     level = 0
     j = i + 1
@@ -101,13 +102,13 @@ def _on_min_level(i):
     return level % 2 == 0
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _before(ef, eint, a, b, want_max):
     """True if entry ``a`` should sit above ``b`` on a min (max) level."""
     return _less(ef, eint, b, a) if want_max else _less(ef, eint, a, b)
 
 
-@njit(cache=True)
+@kernel
 def _bubble_up(heap, i, ef, eint, want_max):
     while i > 2:
         g = ((i - 1) // 2 - 1) // 2
@@ -118,7 +119,7 @@ def _bubble_up(heap, i, ef, eint, want_max):
             return
 
 
-@njit(cache=True)
+@kernel
 def _trickle_down(heap, size, i, ef, eint, want_max):
     while True:
         first = 2 * i + 1
@@ -139,7 +140,7 @@ def _trickle_down(heap, size, i, ef, eint, want_max):
         i = m
 
 
-@njit(cache=True)
+@kernel
 def heap_push(heap, size, e, ef, eint):
     """Insert entry ``e`` into a heap holding ``size`` entries."""
     heap[size] = e
@@ -157,7 +158,7 @@ def heap_push(heap, size, e, ef, eint):
         _bubble_up(heap, i, ef, eint, not on_min)
 
 
-@njit(cache=True)
+@kernel
 def heap_pop_min(heap, size, ef, eint):
     """Remove and return the worst entry (``size`` >= 1 entries before the call)."""
     e = heap[0]
@@ -168,7 +169,7 @@ def heap_pop_min(heap, size, ef, eint):
     return e
 
 
-@njit(cache=True)
+@kernel
 def heap_pop_max(heap, size, ef, eint):
     """Remove and return the best entry (``size`` >= 1 entries before the call)."""
     if size <= 2:
@@ -185,7 +186,7 @@ def heap_pop_max(heap, size, ef, eint):
 
 # ---- prior bounds (log p_max) ----------------------------------------------------------------
 
-@njit(cache=True)
+@kernel
 def eppf_bound(K, lgsum, nmax, R, log_alpha, lgam, const):
     """log of the largest EPPF prior of any completion (SPEC §7.2): every remaining point opens
     a cluster, or every one joins the largest cluster (the join factors grow, so the optimum
@@ -196,7 +197,7 @@ def eppf_bound(K, lgsum, nmax, R, log_alpha, lgam, const):
     return const + K * log_alpha + lgsum + (join if join > new else new)
 
 
-@njit(cache=True)
+@kernel
 def esf_bound_exact(hist, K, N, log_alpha, lgam, const, dp, dp2):
     """log of the largest ESF prior of any completion of the partial partition whose size
     counts are ``hist`` (``hist[s]`` = number of clusters of size s), exactly.
@@ -239,7 +240,7 @@ def esf_bound_exact(hist, K, N, log_alpha, lgam, const, dp, dp2):
     return const + dp[K, N]
 
 
-@njit(cache=True)
+@kernel
 def esf_new_clusters_table(N, log_alpha, lgam, limit):
     """``G[T]`` = largest ESF factor of T points split into new clusters only, for
     T <= ``limit`` (knapsack over sizes), and ``G[limit + 1]`` = an upper bound valid for any
@@ -280,7 +281,7 @@ def esf_new_clusters_table(N, log_alpha, lgam, limit):
     return G
 
 
-@njit(cache=True)
+@kernel
 def esf_bound_decoupled(hist, K, N, R, log_alpha, lgam, const, G, cnt):
     """An upper bound on the ESF completion maximum, O(N): the existing clusters and the new
     ones are bounded separately ((a + b)! >= a! b! for equal final sizes), with R_E of the
@@ -330,7 +331,7 @@ def esf_bound_decoupled(hist, K, N, R, log_alpha, lgam, const, G, cnt):
 
 # ---- the search loop ----------------------------------------------------------------------------
 
-@njit(cache=True)
+@kernel
 def release(s, states, pool):
     """Free state ``s`` and drop its slot references (a slot no state refers to is recycled)."""
     s_int, _, s_slots, free_states = states
@@ -345,7 +346,7 @@ def release(s, states, pool):
     counters[C_FREE_STATES] += 1
 
 
-@njit(cache=True)
+@kernel
 def offer(f, parent, choice, dchild, beam, expanding, states, queue, pool):
     """Put a child into the queue. With a full finite beam it replaces the worst entry if it
     is better, else it is dropped: the queue always holds the ``beam`` best entries."""
@@ -587,7 +588,7 @@ def search_loop(fingerprint: int):
     bnew_done, best1, arg1, best2, hchild).
     """
 
-    @njit(cache=True)
+    @kernel
     def run(table, hyper, data, ints, floats, pool, states, queue, path, consts, scratch, goal):
         if fingerprint == -1:  # never true: ties the cached binary to the kernels' source
             return -1

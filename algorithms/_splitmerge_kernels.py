@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit
 
 from . import _dispatch as dispatch
+from ._numba_cache import kernel
 from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
 from .constraints import Interval, Option
 from .gibbs import CollapsedGibbs, GibbsState
@@ -49,7 +50,7 @@ from .partitions import compact
 GROUP_I, GROUP_J, PARK = range(3)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _choose(w0, w1, u, forced):
     """Choose slot 0 or 1 with probabilities proportional to ``exp(w0)``, ``exp(w1)``.
 
@@ -132,19 +133,19 @@ def _move_kernels(fingerprint):
     # Each loop tests ``fingerprint`` so that it is captured, which ties the cached binary
     # to the family kernels' source; the loops capture nothing else (a captured jitted
     # function would keep them out of numba's disk cache).
-    @njit(cache=True)
+    @kernel
     def fill(data, hyper, table, idx, part, marginals):
         if fingerprint == -1:  # never true
             return -1.0, -1.0
         return _fill(data, hyper, table, idx, part, marginals)
 
-    @njit(cache=True)
+    @kernel
     def absorb(data, hyper, table, idx, part, l0, l1):
         if fingerprint == -1:  # never true
             return -1.0
         return _absorb(data, hyper, table, idx, part, l0, l1)
 
-    @njit(cache=True)
+    @kernel
     def allocate(data, hyper, table, idx, part, uniforms, force):
         if fingerprint == -1:  # never true
             return -1.0, -1.0, -1.0, -1.0
@@ -168,7 +169,7 @@ def _move_kernels(fingerprint):
             k_add(table, hyper, data, x, k)
         return log_q, l0, l1, _absorb(data, hyper, table, idx, part, l0, l1)
 
-    @njit(cache=True)
+    @kernel
     def scan(data, hyper, table, idx, part, uniforms, target, force):
         if fingerprint == -1:  # never true
             return -1.0

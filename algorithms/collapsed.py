@@ -10,10 +10,10 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
 
 from . import _dispatch as dispatch
 from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
+from ._numba_cache import kernel
 from ._numerics import sample_log_weights
 
 
@@ -35,7 +35,7 @@ def collapsed_sweep(kernels):
 
 @functools.cache
 def _sweep(fingerprint):
-    @njit(nogil=True, cache=True)
+    @kernel(nogil=True)
     def sweep(data, hyper, table, labels, order, uniforms, log_alpha, log_prior_pred, n_fixed, start, logw):
         if fingerprint == -1:  # never true: ties the cached binary to the kernels' source
             return -1
@@ -92,7 +92,7 @@ def conditional_logweights(kernels):
 def _weights(fingerprint):
     """The weighing loop repeats the sweep's on purpose: factoring it into a shared jitted
     function measured 15-70% slower sweeps."""
-    @njit(cache=True)
+    @kernel
     def weights(data, hyper, table, labels, i, log_alpha, log_prior_pred, logw):
         if fingerprint == -1:  # never true: ties the cached binary to the kernels' source
             return -2

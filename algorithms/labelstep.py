@@ -6,8 +6,9 @@ import numpy as np
 
 import math
 
-from numba import njit, prange
+from numba import prange
 
+from ._numba_cache import kernel
 from ._numerics import PARALLEL_MIN_WORK, parallel_variants, sample_log_weights, sample_rows
 
 
@@ -52,7 +53,7 @@ def sample_labels_within(family, X, params, log_weights, labels, groups, rng) ->
     return out, fell_back
 
 
-@njit(cache=True)
+@kernel
 def _sweep_keeping_clusters(loglik, log_weights, uniforms, labels, counts):
     """Sequential restricted Gibbs over the rows of one block: a point that is the last
     member of its cluster stays; the others are redrawn. ``counts`` is updated."""

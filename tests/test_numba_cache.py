@@ -1,24 +1,79 @@
-"""numba's disk cache of the package's kernels follows edits across modules (algorithms/_numba_cache)."""
+"""numba's disk cache of the package's kernels (algorithms/_numba_cache): follows edits across
+modules, keeps concurrent writers apart, leaves numba's own classes alone, and steps aside where
+it cannot work (an unverified numba, a read-only install)."""
+import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numba
+import pytest
+from numba.core import caching
+
 from dpmmbench.algorithms import _numba_cache
 from dpmmbench.algorithms._numerics import sample_log_weights
 
 ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("algorithms", "datasets", "reports", "workflows")
 
-CALLEE = "from numba import njit\n\n\n@njit(cache=True)\ndef value():\n    return {}\n"
-CALLER = ("from numba import njit\n\nfrom ._probe_callee import value\n\n\n"
-          "@njit(cache=True)\ndef twice():\n    return 2 * value()\n")
+CALLEE = "from ._numba_cache import kernel\n\n\n@kernel\ndef value():\n    return {}\n"
+CALLER = ("from ._numba_cache import kernel\nfrom ._probe_callee import value\n\n\n"
+          "@kernel\ndef twice():\n    return 2 * value()\n")
 RUN = "from algorithms._probe_caller import twice; print(twice(), sum(twice.stats.cache_hits.values()))"
+
+# two gibbs and two subc steps on a small data set: labels, and what the cache did
+CHAIN = r"""
+import json, warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import dpmmbench
+    from dpmmbench import algorithms, datasets
+    from dpmmbench.algorithms._numerics import sample_log_weights
+    ds = datasets.load("synth-chang2013?n=300")
+    labels = {}
+    for name in ("gibbs", "subc"):
+        sampler = algorithms.make(name, family=ds.family, seed=0)
+        state = sampler.init(ds.X, init_clusters=3)
+        for _ in range(2):
+            state = sampler.step(state)
+        labels[name] = state.labels.tolist()
+print(json.dumps({"labels": labels, "package": dpmmbench.__file__,
+                  "cache_path": sample_log_weights.stats.cache_path,
+                  "warnings": [str(w.message) for w in caught if "dpmmbench" in str(w.message)]}))
+"""
+
+
+def _chain(prelude="", **run):
+    done = subprocess.run([sys.executable, "-c", prelude + CHAIN], capture_output=True, text=True, timeout=600, **run)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_package_kernels_use_the_package_stamp():
     locator = sample_log_weights._cache._impl.locator
-    assert isinstance(locator, _numba_cache.PackageStampLocator)
     assert locator.get_source_stamp()[1] == _numba_cache.package_digest()
+    assert sample_log_weights.stats.cache_path is not None
+
+
+def _plain():
+    return 1
+
+
+def test_numba_itself_is_left_alone():
+    """Only the package's dispatchers get the package's cache: numba's class-wide locator list
+    and cache file class are numba's own, and a plain ``njit(cache=True)`` gets numba's cache."""
+    assert all(cls.__module__ == "numba.core.caching" for cls in caching.CacheImpl._locator_classes)
+    assert caching.IndexDataCacheFile.save.__module__ == "numba.core.caching"
+    foreign = numba.njit(cache=True)(_plain)
+    assert type(foreign._cache) is caching.FunctionCache
+    assert type(foreign._cache._cache_file) is caching.IndexDataCacheFile
+
+
+def test_kernel_refuses_a_cache_option():
+    with pytest.raises(TypeError, match="cache"):
+        _numba_cache.kernel(cache=False)
 
 
 def test_editing_a_callee_in_another_module_recompiles_the_caller(tmp_path):
@@ -28,9 +83,10 @@ def test_editing_a_callee_in_another_module_recompiles_the_caller(tmp_path):
     shutil.copytree(ROOT / "algorithms", package, ignore=shutil.ignore_patterns("__pycache__"))
     (package / "_probe_callee.py").write_text(CALLEE.format(1))
     (package / "_probe_caller.py").write_text(CALLER)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # in-tree cache
 
     def run():
-        done = subprocess.run([sys.executable, "-c", RUN], cwd=tmp_path, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-c", RUN], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
@@ -46,10 +102,9 @@ def test_concurrent_writers_never_share_a_data_file(tmp_path):
     """Two processes that both read the index before either saved (numba's race: each took
     data file number 1, and one's index then named the other's binary) keep their entries
     apart; the data is on disk before any index names it."""
-    from numba.core.caching import IndexDataCacheFile
-
+    cache_file = type(sample_log_weights._cache._cache_file)
     stamp = ("numba's own stamp", _numba_cache.package_digest())
-    writers = [IndexDataCacheFile(str(tmp_path), "kernel-1.py311", stamp) for _ in range(2)]
+    writers = [cache_file(str(tmp_path), "kernel-1.py311", stamp) for _ in range(2)]
     snapshot = writers[0]._load_index()  # both read the (empty) index ...
     order = []
     for w, tag in zip(writers, "ab"):
@@ -60,15 +115,28 @@ def test_concurrent_writers_never_share_a_data_file(tmp_path):
     writers[0].save(("sig-a",), "binary for a")
     writers[1].save(("sig-b",), "binary for b")
     assert order == [("data", "a"), ("index", "a"), ("data", "b"), ("index", "b")]
-    reader = IndexDataCacheFile(str(tmp_path), "kernel-1.py311", stamp)
+    reader = cache_file(str(tmp_path), "kernel-1.py311", stamp)
     assert reader.load(("sig-b",)) == "binary for b"
     assert reader.load(("sig-a",)) in (None, "binary for a")  # lost index update: a recompiles
     assert len(list(tmp_path.glob("*.nbc"))) == 2
 
 
-def test_other_functions_keep_numbas_own_cache_files(tmp_path):
-    from numba.core.caching import IndexDataCacheFile
+def test_numba_versions_checked():
+    assert _numba_cache.numba_verified(numba.__version__)
+    assert _numba_cache.numba_verified("0.60.0") and _numba_cache.numba_verified("0.68.1")
+    assert not _numba_cache.numba_verified("0.59.1")
+    assert not _numba_cache.numba_verified("0.69.0rc1")
+    assert not _numba_cache.numba_verified("1.0.0")
+    assert not _numba_cache.numba_verified("unknown")
 
-    foreign = IndexDataCacheFile(str(tmp_path), "theirs-1.py311", "numba's own stamp")
-    foreign.save(("sig",), "binary")
-    assert [p.name for p in tmp_path.glob("*.nbc")] == ["theirs-1.py311.1.nbc"]
+
+@pytest.mark.slow
+def test_unverified_numba_compiles_per_process_with_one_warning(tmp_path):
+    """Outside the verified numba versions: no disk cache, one warning, the same chains."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    cached = _chain(cwd=tmp_path, env=env)
+    unverified = _chain("import numba\nnumba.__version__ = '0.99.0'\n", cwd=tmp_path, env=env)
+    assert cached["cache_path"] is not None and cached["warnings"] == []
+    assert unverified["cache_path"] is None
+    assert len(unverified["warnings"]) == 1 and "0.99.0" in unverified["warnings"][0]
+    assert unverified["labels"] == cached["labels"]

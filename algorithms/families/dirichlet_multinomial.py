@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 from scipy.special import gammaln
 
+from .._numba_cache import kernel
 from .._numerics import log_dirichlet
 from ._base import CollapsedKernels, Family
 
@@ -166,7 +166,7 @@ class DirichletMultinomial(Family):
 
 # ---- numba kernels: table = (n, counts, total); data = (indptr, indices, values, lengths) --
 
-@njit(cache=True)
+@kernel
 def dm_add(table, hyper, data, i, k):
     n, counts, total = table
     indptr, indices, values, lengths = data
@@ -176,7 +176,7 @@ def dm_add(table, hyper, data, i, k):
     n[k] += 1
 
 
-@njit(cache=True)
+@kernel
 def dm_remove(table, hyper, data, i, k):
     n, counts, total = table
     indptr, indices, values, lengths = data
@@ -186,7 +186,7 @@ def dm_remove(table, hyper, data, i, k):
     n[k] -= 1
 
 
-@njit(cache=True)
+@kernel
 def dm_logpred(table, hyper, data, i, k):
     n, counts, total = table
     indptr, indices, values, lengths = data

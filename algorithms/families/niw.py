@@ -11,10 +11,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 from scipy.linalg import solve_triangular
 from scipy.special import gammaln
 
+from .._numba_cache import kernel
 from .._numerics import LOG_2PI, LOG_PI, PARALLEL_MIN_WORK, log_multigamma, parallel_variants
 from ._base import CollapsedKernels, Family, check_finite_matrix
 
@@ -287,7 +288,7 @@ class NormalInverseWishart(Family):
 
 # ---- numba kernels: table = (n, kappa, mean, chol, const, scratch, size_term, saved) -----
 
-@njit(cache=True)
+@kernel
 def _refresh_const(table, hyper, k):
     n, kappa, mean, L, const, _, size_term, _ = table
     nu0 = hyper[1]
@@ -305,13 +306,13 @@ def _refresh_const(table, hyper, k):
     const[k] = st - 0.5 * D * math.log((kap + 1.0) / (kap * dof)) - logdiag
 
 
-@njit(cache=True)
+@kernel
 def _refresh_all(table, hyper):
     for k in range(table[0].shape[0]):
         _refresh_const(table, hyper, k)
 
 
-@njit(cache=True)
+@kernel
 def _chol_rank1(L, k, v, sign):
     """L[k] L[k]^T + sign * v v^T, in place (v is destroyed)."""
     D = v.shape[0]
@@ -329,7 +330,7 @@ def _chol_rank1(L, k, v, sign):
             v[i] = c * v[i] - s * L[k, i, j]
 
 
-@njit(cache=True)
+@kernel
 def niw_add(table, hyper, data, i, k):
     n, kappa, mean, L, const, v, _, _ = table
     x = data[0][i]
@@ -344,7 +345,7 @@ def niw_add(table, hyper, data, i, k):
     _refresh_const(table, hyper, k)
 
 
-@njit(cache=True)
+@kernel
 def niw_remove(table, hyper, data, i, k):
     n, kappa, mean, L, const, v, _, saved = table
     x = data[0][i]
@@ -375,7 +376,7 @@ def niw_remove(table, hyper, data, i, k):
     _refresh_const(table, hyper, k)
 
 
-@njit(cache=True)
+@kernel
 def niw_logpred(table, hyper, data, i, k):
     n, kappa, mean, L, const, y, _, _ = table
     x = data[0][i]
@@ -393,7 +394,7 @@ def niw_logpred(table, hyper, data, i, k):
     return const[k] - 0.5 * (dof + D) * math.log1p(q * kap / (kap + 1.0))
 
 
-@njit(cache=True)
+@kernel
 def niw_undo_remove(table, hyper, data, i, k):
     n, kappa, mean, L, const, _, _, saved = table
     D = mean.shape[1]

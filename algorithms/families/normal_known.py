@@ -8,8 +8,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .._numba_cache import kernel
 from .._numerics import LOG_2PI
 from ._base import CollapsedKernels, Family, check_finite_matrix
 
@@ -159,7 +159,7 @@ class NormalKnownCovariance(Family):
 # point joins or leaves k, so they are kept per cluster: scoring a point against K clusters
 # then costs no log and no division (the sweep's inner loop), moving it costs one log.
 
-@njit(cache=True)
+@kernel
 def _iso_refresh(table, hyper, k):
     n, s1, mean, const, half_prec = table
     kappa0, var = hyper
@@ -172,7 +172,7 @@ def _iso_refresh(table, hyper, k):
     half_prec[k] = 0.5 / v
 
 
-@njit(cache=True)
+@kernel
 def iso_add(table, hyper, data, i, k):
     n, s1 = table[0], table[1]
     x = data[0][i]
@@ -182,7 +182,7 @@ def iso_add(table, hyper, data, i, k):
     _iso_refresh(table, hyper, k)
 
 
-@njit(cache=True)
+@kernel
 def iso_remove(table, hyper, data, i, k):
     n, s1 = table[0], table[1]
     x = data[0][i]
@@ -192,7 +192,7 @@ def iso_remove(table, hyper, data, i, k):
     _iso_refresh(table, hyper, k)
 
 
-@njit(cache=True)
+@kernel
 def iso_logpred(table, hyper, data, i, k):
     mean, const, half_prec = table[2], table[3], table[4]
     x = data[0][i]
