@@ -69,7 +69,7 @@ from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCov
 from .partitions import compact
 
 
-# ---- statistics as rows ---------------------------------------------------------------------
+# ---- the family, as the compiled master loops see it ------------------------------------------
 
 def family_model(family) -> tuple:
     """The ``(code, h, H)`` description of ``family`` the compiled master loops read (see
@@ -94,38 +94,6 @@ def family_model(family) -> tuple:
                     f"DirichletMultinomial families, got {type(family).__name__}")
 
 
-def stats_to_rows(stats) -> np.ndarray:
-    """(K, W) rows: every field of a statistics NamedTuple flattened per component, ``n``
-    first. Rows add like the statistics do."""
-    K = len(stats.n)
-    fields = [np.asarray(a, dtype=np.float64) for a in stats]
-    return np.ascontiguousarray(np.concatenate([a.reshape(K, int(np.prod(a.shape[1:], dtype=np.int64)))
-                                                for a in fields], axis=1))
-
-
-def rows_to_stats(rows: np.ndarray, family):
-    """Inverse of :func:`stats_to_rows` for ``family``'s statistics."""
-    template = family.empty_stats(1)
-    fields, start = [], 0
-    for a in template:
-        shape = np.shape(a)[1:]
-        width = int(np.prod(shape, dtype=np.int64))
-        fields.append(np.ascontiguousarray(rows[:, start:start + width]).reshape((rows.shape[0],) + shape))
-        start += width
-    return type(template)(*fields)
-
-
-def _take(stats, idx):
-    return type(stats)(*(np.asarray(a)[idx] for a in stats))
-
-
-def _pad(stats, capacity):
-    """``stats`` followed by empty components up to ``capacity`` rows."""
-    extra = capacity - len(stats.n)
-    return type(stats)(*(np.concatenate([np.asarray(a, dtype=np.float64), np.zeros((extra,) + np.shape(a)[1:])])
-                         for a in stats))
-
-
 # ---- the worker's cycle (map functions: run where the shards are) ---------------------------
 
 class CyclePayload(NamedTuple):
@@ -148,7 +116,7 @@ def _occupied(family, X, labels, capacity) -> CycleResult:
         return CycleResult(np.zeros(0, dtype=np.int64), family.empty_stats(0))
     st = family.stats(X, labels, capacity)
     slots = np.flatnonzero(np.asarray(st.n) > 0)
-    return CycleResult(slots, _take(st, slots))
+    return CycleResult(slots, family.take_stats(st, slots))
 
 
 def shard_components(shard, _payload=None) -> CycleResult:
@@ -176,7 +144,7 @@ def sweep_with_globals(family, X, labels, global_stats, uniforms, log_alpha: flo
         log_prior = prior_predictive(family, X)
     hyper = family.kernel_hyper()
     capacity = G + (max(8, G // 8) if free_slots is None else free_slots)
-    table = family.kernel_table_from_stats(_pad(global_stats, capacity))
+    table = family.kernel_table_from_stats(family.pad_stats(global_stats, capacity))
     dispatch.register(family.kernels, table, hyper, kdata)
     sweep = collapsed_sweep(family.kernels)
     order = np.arange(labels.shape[0])
@@ -190,7 +158,7 @@ def sweep_with_globals(family, X, labels, global_stats, uniforms, log_alpha: flo
         now = family.stats(X, labels, capacity)
         before = family.stats(X, start_labels, capacity)
         current = []
-        for g, a, b in zip(_pad(global_stats, capacity), now, before):
+        for g, a, b in zip(family.pad_stats(global_stats, capacity), now, before):
             current.append(g + np.asarray(a, dtype=np.float64) - b)
         current[0] = np.rint(current[0])
         empty = current[0] == 0
@@ -293,7 +261,7 @@ class ConsState(ShardedState):
 
     def global_stats(self, family):
         """Statistics of the global components, in the order of :attr:`labels`."""
-        return rows_to_stats(self.atoms.groups()[2], family)
+        return family.rows_to_stats(self.atoms.groups()[2])
 
 
 # ---- the samplers -----------------------------------------------------------------------------
@@ -317,7 +285,7 @@ class _Consolidation(Sampler):
         shards = self.backend.distribute(X, labels, self.seed, static={"family": self.family},
                                          n_points=self.family.n_points(X))
         results = shards.map(shard_components, None)
-        atoms = Atoms(*_atoms_of(results, range(len(results)), [r.slots for r in results]))
+        atoms = Atoms(*_atoms_of(self.family, results, range(len(results)), [r.slots for r in results]))
         state = ConsState(X, shards, rng, atoms, next_gid=K)
         state.info = {"n_clusters": K, "n_atoms": len(atoms.gid), **shards.take_stats()}
         return state
@@ -332,7 +300,7 @@ class _Consolidation(Sampler):
         remap[state.atoms.local[mine]] = index[mine]
         M = state.shards.n_shards
         log_alpha = self.log_alpha - (math.log(M) if state.cycles[w] == 0 else 0.0)
-        return CyclePayload(rows_to_stats(sums, self.family), remap, log_alpha), _Sent(gids, remap)
+        return CyclePayload(self.family.rows_to_stats(sums), remap, log_alpha), _Sent(gids, remap)
 
     def _resolve(self, state, gid: int) -> int:
         while gid in state.merged_into:
@@ -366,7 +334,7 @@ class _Consolidation(Sampler):
         for r in np.flatnonzero(sent_slot & (gid < 0)):  # none of the worker's atoms were in j
             gid[r] = self._resolve(state, int(sent.gids[slots[r]]))
         keep = ~old
-        state.atoms = Atoms(np.concatenate([a.rows[keep], stats_to_rows(result.stats)]),
+        state.atoms = Atoms(np.concatenate([a.rows[keep], self.family.stats_to_rows(result.stats)]),
                             np.concatenate([a.worker[keep], np.full(len(gid), w, dtype=np.int64)]),
                             np.concatenate([a.local[keep], np.asarray(result.slots, dtype=np.int64)]),
                             np.concatenate([a.gid[keep], gid]))
@@ -483,8 +451,8 @@ class _Consolidation(Sampler):
         return state
 
 
-def _atoms_of(results, workers, gids):
-    rows = [stats_to_rows(r.stats) for r in results]
+def _atoms_of(family, results, workers, gids):
+    rows = [family.stats_to_rows(r.stats) for r in results]
     return (np.concatenate(rows) if rows else np.zeros((0, 0)),
             np.concatenate([np.full(len(r.slots), w, dtype=np.int64) for r, w in zip(results, workers)]),
             np.concatenate([np.asarray(r.slots, dtype=np.int64) for r in results]),

@@ -34,6 +34,7 @@ from ._numerics import (
     parallel_variants,
     sample_log_weights,
 )
+from ._shard_maps import component_stats
 from .backends import ShardedState
 from .base import Sampler
 from .labelstep import take_params
@@ -59,26 +60,12 @@ class SliceState(ShardedState):
         self.shard_stats = shard_stats  #: list over shards of (K_prev rows) statistics
 
 
-# ---- statistics, whatever the family --------------------------------------------------------
-
-def _sum_stats(stats: list):
-    return type(stats[0])(*(np.sum([np.asarray(s[j]) for s in stats], axis=0) for j in range(len(stats[0]))))
-
-
-def _rows(st, idx):
-    return type(st)(*(np.asarray(a)[idx] for a in st))
-
-
-def _concat(a, b):
+def _concat_params(a, b):
+    """Parameters of the components of ``a``, then those of ``b``."""
     return type(a)(*(np.concatenate([x, y]) for x, y in zip(a, b)))
 
 
 # ---- map functions (run where the shards are) ---------------------------------------------
-
-def component_stats(shard, n_components: int):
-    """Counts and sufficient statistics of the shard's components ``0..n_components-1``."""
-    return shard.static["family"].stats(shard.X, shard.labels, n_components)
-
 
 def _slice_draw(loglik, log_w, labels, star, log_u_star, u_slice, u_draw, out):
     """Slices and labels of one block of rows.
@@ -210,14 +197,14 @@ class SliceMapReduce(Sampler):
         the number of new components in it."""
         family, alpha = self.family, self.alpha
         counts = np.stack([np.asarray(s.n) for s in shard_stats])  # (shards, K_prev)
-        total = _sum_stats(shard_stats)
+        total = family.sum_stats(shard_stats)
         active = np.flatnonzero(total.n > 0)
         n = total.n[active]
         K = len(active)
 
         log_w_all = log_dirichlet(rng, np.append(n, alpha))
         log_w, log_rest = log_w_all[:K], float(log_w_all[K])
-        params = family.sample_params(_rows(total, active), rng)
+        params = family.sample_params(family.take_stats(total, active), rng)
 
         k_star, log_u_star = minimum_slice(log_w, n, rng)
         holders = np.cumsum(counts[:, active[k_star]])
@@ -226,7 +213,7 @@ class SliceMapReduce(Sampler):
         n_new = len(new_log_w)
         if n_new:
             log_w = np.concatenate([log_w, new_log_w])
-            params = _concat(params, family.sample_params(family.empty_stats(n_new), rng))
+            params = _concat_params(params, family.sample_params(family.empty_stats(n_new), rng))
 
         order = np.argsort(-log_w, kind="stable")
         position = np.empty(len(order), dtype=np.int64)

@@ -50,6 +50,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from ._numerics import log_dirichlet
+from ._shard_maps import component_stats
 from .backends import ShardedState
 from .base import Sampler, State
 from .constraints import Interval, OneOf, Option
@@ -61,7 +62,6 @@ from .labelstep import (
     sweep_keeping_clusters,
 )
 from .partitions import compact
-from .slice_mr import _sum_stats, component_stats
 
 
 @dataclass
@@ -72,24 +72,10 @@ class SubclusterState(State):
     splittable: np.ndarray | None = None  #: (K,) burnt-in clusters
 
 
-# ---- additive statistics, whatever the family --------------------------------------------
-
-def _rows(st, idx):
-    return type(st)(*(a[idx] for a in st))
-
-
-def _pair_sums(sub):
-    K = len(sub.n) // 2
-    return type(sub)(*(a.reshape((K, 2) + a.shape[1:]).sum(axis=1) for a in sub))
-
-
-def _set_rows(dst, idx, src):
-    for a, b in zip(dst, src):
-        a[idx] = b
-
-
-def _grow(st, extra):
-    return type(st)(*(np.concatenate([a, np.zeros((extra,) + a.shape[1:])]) for a in st))
+def subcluster_rows(ks):
+    """Rows of the sub-cluster statistics of clusters ``ks``: 2k, 2k + 1 for each."""
+    ks = np.asarray(ks)
+    return np.ravel(np.column_stack([2 * ks, 2 * ks + 1]))
 
 
 def _log_q_dircat(n_left, n_right, alpha):
@@ -175,8 +161,7 @@ class _Clusters:
 
     def cluster_stats(self, ks):
         """Statistics of clusters ``ks`` (sums of their sub-clusters')."""
-        ks = np.asarray(ks)
-        return _pair_sums(_rows(self.sub, np.ravel(np.column_stack([2 * ks, 2 * ks + 1]))))
+        return self.family.sum_pairs(self.family.take_stats(self.sub, subcluster_rows(ks)))
 
     def random_halves(self, k, w_right, rng):
         """A random Dirichlet-categorical labelling of cluster k's points (each goes right
@@ -195,10 +180,9 @@ class _Clusters:
     def log_marginals(self, ks):
         """(L(left), L(right), L(cluster)) for clusters ``ks``."""
         fam = self.family
-        rows = np.ravel(np.column_stack([2 * np.asarray(ks), 2 * np.asarray(ks) + 1]))
-        sub = _rows(self.sub, rows)
+        sub = fam.take_stats(self.sub, subcluster_rows(ks))
         Lsub = fam.log_marginal_stats(sub).reshape(-1, 2)
-        return Lsub[:, 0], Lsub[:, 1], fam.log_marginal_stats(_pair_sums(sub))
+        return Lsub[:, 0], Lsub[:, 1], fam.log_marginal_stats(fam.sum_pairs(sub))
 
     def restart(self, k, rng, members=None):
         """New sub-labels for cluster k (random, or the two sides of its principal axis);
@@ -212,14 +196,14 @@ class _Clusters:
             axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
             side = (centred @ axis > 0).astype(np.int64)
         self.zs[members] = side
-        _set_rows(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
+        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
 
     def split(self, k, moved, rng):
         """Points ``moved`` of cluster k form a new cluster; both restart."""
         new = self.K
-        self.sub = _grow(self.sub, 2)
+        self.sub = self.family.pad_stats(self.sub, 2 * (new + 1))
         self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
         self.splittable = np.append(self.splittable, False)
         self.alive = np.append(self.alive, True)
@@ -231,12 +215,13 @@ class _Clusters:
 
     def merge(self, a, b):
         """b joins a; the two old clusters become a's sub-clusters (DPMMSubClusters)."""
-        both = _pair_sums(_rows(self.sub, [2 * a, 2 * a + 1, 2 * b, 2 * b + 1]))
+        fam = self.family
+        both = fam.sum_pairs(fam.take_stats(self.sub, subcluster_rows([a, b])))
         ma, mb = self.members(a), self.members(b)
         self.z[mb] = a
         self.zs[ma], self.zs[mb] = 0, 1
-        _set_rows(self.sub, [2 * a, 2 * a + 1], both)
-        _set_rows(self.sub, [2 * b, 2 * b + 1], self.family.empty_stats(2))
+        fam.set_stats(self.sub, [2 * a, 2 * a + 1], both)
+        fam.set_stats(self.sub, [2 * b, 2 * b + 1], fam.empty_stats(2))
         self.alive[b] = False
         self.history[a] = -np.inf
         self.splittable[a] = False
@@ -297,7 +282,7 @@ class SubClusters(Sampler):
         if self.backend is not None:
             shards = self.backend.distribute(X, 2 * labels + zs, self.seed, static={"family": self.family},
                                              n_points=self.family.n_points(X))
-            sub = _sum_stats(shards.map(component_stats, 2 * K))
+            sub = self.family.sum_stats(shards.map(component_stats, 2 * K))
             state = ShardedSubclusterState(X, shards, rng, sub, history, splittable)
             state.info = {"n_clusters": K, **shards.take_stats()}
             return state
@@ -314,7 +299,7 @@ class SubClusters(Sampler):
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the labels
-        st = _pair_sums(sub)
+        st = fam.sum_pairs(sub)
         log_pi = log_dirichlet(rng, st.n)
         theta = fam.sample_params(st, rng)
         log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + alpha / 2.0).ravel()
@@ -340,7 +325,7 @@ class SubClusters(Sampler):
         remap = np.full(c.K, -1, dtype=np.int64)
         remap[keep] = np.arange(len(keep))
         state.labels, state.sublabels = remap[c.z], c.zs
-        state.sub_stats = _rows(c.sub, np.ravel(np.column_stack([2 * keep, 2 * keep + 1])))
+        state.sub_stats = fam.take_stats(c.sub, subcluster_rows(keep))
         state.history, state.splittable = c.history[keep], c.splittable[keep]
         info["n_clusters"] = len(keep)
         info["n_splittable"] = int(state.splittable.sum())
@@ -355,7 +340,7 @@ class SubClusters(Sampler):
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the statistics (as in-process)
-        st = _pair_sums(sub)
+        st = fam.sum_pairs(sub)
         log_pi = log_dirichlet(rng, st.n)
         theta = fam.sample_params(st, rng)
         log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + alpha / 2.0).ravel()
@@ -363,8 +348,8 @@ class SubClusters(Sampler):
         draw = LabelDraw(log_pi, theta, log_spi, stheta)
 
         # 3. labels and sub-labels on the shards; statistics back
-        sub = _sum_stats(shards.map(draw_labels, draw))
-        fell_back = bool((_pair_sums(sub).n == 0).any())
+        sub = fam.sum_stats(shards.map(draw_labels, draw))
+        fell_back = bool((fam.sum_pairs(sub).n == 0).any())
         if fell_back:
             # the parallel draw emptied a cluster: as in-process, it is discarded and the
             # labels are swept sequentially from the previous ones, shard after shard (the
@@ -373,7 +358,7 @@ class SubClusters(Sampler):
             for j in range(shards.n_shards):
                 [(stats, counts)] = shards.results([shards.submit(j, resweep_labels, Resweep(draw, counts))])
                 parts.append(stats)
-            sub = _sum_stats(parts)
+            sub = fam.sum_stats(parts)
         info["sequential_label_sweep"] = int(fell_back)
 
         # 4-6. moves decided from the statistics; their edits reach the shards at sync
@@ -388,7 +373,7 @@ class SubClusters(Sampler):
             remap = np.full(c.K, -1, dtype=np.int64)
             remap[keep] = np.arange(len(keep))
         c.sync(remap)
-        state.sub_stats = _rows(c.sub, np.ravel(np.column_stack([2 * keep, 2 * keep + 1])))
+        state.sub_stats = fam.take_stats(c.sub, subcluster_rows(keep))
         state.history, state.splittable = c.history[keep], c.splittable[keep]
         info["n_clusters"] = len(keep)
         info["n_splittable"] = int(state.splittable.sum())
@@ -485,7 +470,7 @@ class SubClusters(Sampler):
         fam = self.family
         st = c.cluster_stats([a, b])
         La, Lb = fam.log_marginal_stats(st)
-        Lab = fam.log_marginal_stats(_pair_sums(st))[0]
+        Lab = fam.log_marginal_stats(fam.sum_pairs(st))[0]
         na, nb = st.n
         return na, nb, La, Lb, Lab
 
@@ -707,7 +692,7 @@ class _ShardedClusters(_Clusters):
     def __init__(self, family, shards, sub, history, splittable, principal):
         super().__init__(family, None, None, None, sub, history, splittable, principal=principal)
         self.shards = shards
-        self.clusters = _pair_sums(sub)  #: statistics of every cluster (current even when stale)
+        self.clusters = family.sum_pairs(sub)  #: statistics of every cluster (current even when stale)
         self.stale = set()
         self.edits = []
 
@@ -718,7 +703,7 @@ class _ShardedClusters(_Clusters):
         raise RuntimeError("the points of a sharded cluster live on the shards")
 
     def cluster_stats(self, ks):
-        return _rows(self.clusters, np.asarray(ks))
+        return self.family.take_stats(self.clusters, np.asarray(ks))
 
     def log_marginals(self, ks):
         if self.stale.intersection(np.asarray(ks).tolist()):
@@ -734,8 +719,9 @@ class _ShardedClusters(_Clusters):
         self.splittable[k] = False
 
     def _grow(self):
-        self.sub = _grow(self.sub, 2)
-        self.clusters = _grow(self.clusters, 1)
+        K = self.K + 1
+        self.sub = self.family.pad_stats(self.sub, 2 * K)
+        self.clusters = self.family.pad_stats(self.clusters, K)
         self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
         self.splittable = np.append(self.splittable, False)
         self.alive = np.append(self.alive, True)
@@ -744,7 +730,7 @@ class _ShardedClusters(_Clusters):
         new = self.K
         parts = self.shards.map(restructure, Restructure(tuple(self.edits), propose=(k, new, w_right)))
         self.edits = []
-        halves = _sum_stats([p.halves for p in parts])
+        halves = self.family.sum_stats([p.halves for p in parts])
         return halves, ("random", new, halves)
 
     def reject_split(self, k, moved):
@@ -755,23 +741,24 @@ class _ShardedClusters(_Clusters):
         if moved[0] == "sub":
             assert moved[2] == 1
             self.edits.append(Edit("split", k, new))
-            parts = _rows(self.sub, [2 * k, 2 * k + 1])
+            parts = self.family.take_stats(self.sub, [2 * k, 2 * k + 1])
         else:  # the shards have moved the right half already
             assert moved[1] == new
             parts = moved[2]
         self._grow()
         self.group = np.append(self.group, self.group[k])
-        _set_rows(self.clusters, [k, new], parts)
+        self.family.set_stats(self.clusters, [k, new], parts)
         self.restart(k, rng)
         self.restart(new, rng)
         return new
 
     def merge(self, a, b):
+        fam = self.family
         both = self.cluster_stats([a, b])
-        _set_rows(self.sub, [2 * a, 2 * a + 1], both)
-        _set_rows(self.sub, [2 * b, 2 * b + 1], self.family.empty_stats(2))
-        _set_rows(self.clusters, [a], _pair_sums(both))
-        _set_rows(self.clusters, [b], self.family.empty_stats(1))
+        fam.set_stats(self.sub, [2 * a, 2 * a + 1], both)
+        fam.set_stats(self.sub, [2 * b, 2 * b + 1], fam.empty_stats(2))
+        fam.set_stats(self.clusters, [a], fam.sum_pairs(both))
+        fam.set_stats(self.clusters, [b], fam.empty_stats(1))
         self.alive[b] = False
         self.history[a] = -np.inf
         self.splittable[a] = False
@@ -796,6 +783,6 @@ class _ShardedClusters(_Clusters):
         restart = np.array(stale, dtype=np.int64) if stale else None
         parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, remap=remap))
         if stale:
-            _set_rows(self.sub, np.ravel(np.column_stack([2 * restart, 2 * restart + 1])),
-                      _sum_stats([p.restarted for p in parts]))
+            fam = self.family
+            fam.set_stats(self.sub, subcluster_rows(restart), fam.sum_stats([p.restarted for p in parts]))
         self.stale.clear()

@@ -20,7 +20,7 @@ from dpmmbench.algorithms.backends import (
     wire_size,
 )
 from dpmmbench.algorithms.backends.base import make_shard, shard_seeds
-from dpmmbench.algorithms.slice_mr import component_stats
+from dpmmbench.algorithms._shard_maps import component_stats
 
 
 def distributed_wire_size(obj) -> int:

@@ -59,6 +59,56 @@ class Family(ABC):
     def log_marginal_stats(self, stats) -> np.ndarray:
         """log m(x_C) for each cluster, from its statistics (0 for an empty cluster)."""
 
+    # ---- arithmetic on statistics ------------------------------------------------------
+    # Every family's statistics are a NamedTuple of float64 arrays with a leading cluster
+    # axis, so one implementation serves them all; samplers go through these methods rather
+    # than taking the tuples apart themselves.
+
+    def take_stats(self, stats, idx):
+        """Rows ``idx`` of ``stats`` (clusters picked, reordered or repeated)."""
+        return type(stats)(*(np.asarray(a)[idx] for a in stats))
+
+    def set_stats(self, stats, idx, values) -> None:
+        """Overwrite rows ``idx`` of ``stats`` with ``values``, in place."""
+        for a, b in zip(stats, values):
+            a[idx] = b
+
+    def sum_stats(self, parts: list):
+        """Element-wise sum of statistics of the same clusters (e.g. every shard's share)."""
+        first = parts[0]
+        return type(first)(*(np.sum([np.asarray(p[j]) for p in parts], axis=0) for j in range(len(first))))
+
+    def sum_pairs(self, stats):
+        """Statistics of the unions of rows ``2k`` and ``2k + 1`` (a cluster from its two
+        sub-clusters)."""
+        K = len(stats.n) // 2
+        return type(stats)(*(a.reshape((K, 2) + a.shape[1:]).sum(axis=1) for a in stats))
+
+    def pad_stats(self, stats, n_clusters: int):
+        """``stats`` followed by empty clusters up to ``n_clusters`` rows."""
+        extra = n_clusters - len(stats.n)
+        return type(stats)(*(np.concatenate([np.asarray(a, dtype=np.float64), np.zeros((extra,) + np.shape(a)[1:])])
+                             for a in stats))
+
+    def stats_to_rows(self, stats) -> np.ndarray:
+        """(K, W) rows: every field of ``stats`` flattened per cluster, ``n`` first. Rows add
+        like the statistics do (compiled loops take statistics in this form)."""
+        K = len(stats.n)
+        fields = [np.asarray(a, dtype=np.float64) for a in stats]
+        return np.ascontiguousarray(np.concatenate([a.reshape(K, int(np.prod(a.shape[1:], dtype=np.int64)))
+                                                    for a in fields], axis=1))
+
+    def rows_to_stats(self, rows: np.ndarray):
+        """Inverse of :meth:`stats_to_rows`."""
+        template = self.empty_stats(1)
+        fields, start = [], 0
+        for a in template:
+            shape = np.shape(a)[1:]
+            width = int(np.prod(shape, dtype=np.int64))
+            fields.append(np.ascontiguousarray(rows[:, start:start + width]).reshape((rows.shape[0],) + shape))
+            start += width
+        return type(template)(*fields)
+
     def log_marginal(self, X) -> float:
         """Log marginal likelihood of all points of ``X`` as one cluster."""
         X = self.validate(X)
@@ -101,9 +151,15 @@ class Family(ABC):
         """The hyperparameter tuple the numba kernels read."""
 
     @abstractmethod
+    def kernel_table_from_stats(self, stats) -> tuple:
+        """The kernels' table of clusters given by their statistics (one slot per row; an
+        empty row is a free slot): a sweep can then start from clusters holding points it
+        does not see, e.g. other workers' shares (Wang & Lin, docs/algorithms.md §8.2)."""
+
     def kernel_table(self, X, labels, capacity: int) -> tuple:
         """Per-cluster table for the kernels with ``capacity`` slots, built from labels
         (labels must lie in ``0..capacity-1``)."""
+        return self.kernel_table_from_stats(self.stats(X, labels, capacity))
 
 
 def check_finite_matrix(X, name: str = "X") -> np.ndarray:

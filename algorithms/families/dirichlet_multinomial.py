@@ -151,15 +151,7 @@ class DirichletMultinomial(Family):
     def kernel_hyper(self):
         return (self.gamma, self.B)
 
-    def kernel_table(self, X, labels, capacity):
-        st = self.stats(X, labels, capacity)
-        counts = np.ascontiguousarray(st.counts)
-        return (st.n.astype(np.int64), counts, counts.sum(axis=1))
-
     def kernel_table_from_stats(self, stats):
-        """The kernels' table of clusters given by their statistics (one slot per row; an
-        empty row is a free slot): a sweep can then start from clusters holding points it
-        does not see, e.g. other workers' shares (Wang & Lin, SPEC §8.2)."""
         counts = np.array(stats.counts, dtype=np.float64, order="C")
         return (np.rint(stats.n).astype(np.int64), counts, counts.sum(axis=1))
 

@@ -256,25 +256,10 @@ class NormalInverseWishart(Family):
     def kernel_hyper(self):
         return (self.kappa0, self.nu0, np.ascontiguousarray(self._L0))
 
-    def kernel_table(self, X, labels, capacity):
-        D = self.dim
-        labels = np.asarray(labels, dtype=np.int64)
-        stats = grouped_gaussian_stats(X, labels, capacity, self.mu0)
-        kappa, nu, m, L = self.posterior(stats)
-        # the size-only part of the Student-t constant, tabulated for every possible size so
-        # moving a point needs no lgamma calls
-        dof = self.nu0 + np.arange(len(labels) + 1) - D + 1.0
-        size_term = gammaln((dof + D) / 2.0) - gammaln(dof / 2.0) - 0.5 * D * np.log(dof * np.pi)
-        table = (stats.n.astype(np.int64), kappa.copy(), np.ascontiguousarray(m), np.ascontiguousarray(L),
-                 np.empty(capacity), np.empty(D), size_term, np.empty(D * D + D + 2))
-        _refresh_all(table, self.kernel_hyper())
-        return table
-
     def kernel_table_from_stats(self, stats):
-        """The kernels' table of clusters given by their statistics (one slot per row; an
-        empty row is a free slot): a sweep can then start from clusters holding points it
-        does not see, e.g. other workers' shares (Wang & Lin, SPEC §8.2). Same layout as
-        :meth:`kernel_table`; the size term is tabulated up to the table's total size."""
+        """See :meth:`Family.kernel_table_from_stats`. The size-only part of the Student-t
+        constant is tabulated for every size up to the table's total, so moving a point
+        needs no lgamma calls."""
         D = self.dim
         n = np.rint(stats.n).astype(np.int64)
         kappa, nu, m, L = self.posterior(stats)

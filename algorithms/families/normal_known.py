@@ -139,13 +139,7 @@ class NormalKnownCovariance(Family):
     def kernel_hyper(self):
         return (self.kappa0, self.var)
 
-    def kernel_table(self, X, labels, capacity):
-        return self.kernel_table_from_stats(self.stats(X, labels, capacity))
-
     def kernel_table_from_stats(self, stats):
-        """The kernels' table of clusters given by their statistics (one slot per row; an
-        empty row is a free slot): a sweep can then start from clusters holding points it
-        does not see, e.g. other workers' shares (Wang & Lin, SPEC §8.2)."""
         n = np.rint(stats.n).astype(np.int64)
         table = (n, np.array(stats.s1, dtype=np.float64, order="C"), np.empty((len(n), self.dim)),
                  np.empty(len(n)), np.empty(len(n)))
