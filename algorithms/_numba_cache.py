@@ -25,6 +25,13 @@ numba has no public hook for either (a cache locator can only be added to a clas
 and the cache file class is fixed), so this module subclasses numba's private cache classes. It
 does so only on the numba versions it was checked on (:data:`VERIFIED_NUMBA`); on any other the
 kernels are compiled in every process, with one warning: slower start, same results.
+
+Where no cache directory is writable (a read-only install with an unwritable home, and no
+``NUMBA_CACHE_DIR``) numba refuses to cache; the kernel is then compiled in every process, with
+one warning, rather than cached in a temporary directory: a shared temporary directory lets
+another user plant a cache file that numba would unpickle (run) in our process, and a private one
+dies with the process, saving nothing. Setting ``NUMBA_CACHE_DIR`` to a writable directory turns
+the cache back on.
 """
 from __future__ import annotations
 
@@ -99,7 +106,14 @@ def _disk_cache(py_func):
     cache_class = _cache_class()
     if cache_class is None:
         return None
-    return cache_class(py_func)
+    try:
+        return cache_class(py_func)
+    except RuntimeError as error:  # numba found no writable cache directory
+        if "no locator available" not in str(error):
+            raise
+        _warn_once("dpmmbench: no writable numba cache directory (set NUMBA_CACHE_DIR to one); "
+                   "kernels are compiled in every process")
+        return None
 
 
 class _StampedLocator:

@@ -140,3 +140,46 @@ def test_unverified_numba_compiles_per_process_with_one_warning(tmp_path):
     assert unverified["cache_path"] is None
     assert len(unverified["warnings"]) == 1 and "0.99.0" in unverified["warnings"][0]
     assert unverified["labels"] == cached["labels"]
+
+
+def _read_only(command, paths):
+    """``command`` run with ``paths`` unwritable: file modes for a user, and (file modes do not
+    stop root) a read-only bind mount in a private mount namespace for root."""
+    for path in paths:
+        subprocess.run(["chmod", "-R", "a-w", str(path)], check=True)
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--mount", "true"]).returncode != 0:
+        pytest.skip("running as root without a mount namespace: cannot make a directory unwritable")
+    mounts = " && ".join(f"mount --bind '{p}' '{p}' && mount -o remount,bind,ro '{p}'" for p in paths)
+    return ["unshare", "--mount", "sh", "-c", f'{mounts} && exec "$@"', "sh", *command]
+
+
+@pytest.mark.slow
+def test_read_only_install_with_an_unwritable_home(tmp_path):
+    """numba raises "cannot cache function ...: no locator available" where no cache directory
+    is writable; the package's kernels then compile in every process instead."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "__init__.py"):
+        shutil.copy(ROOT / name, source / name)
+    for layer in LAYERS:  # a copy: building in the work tree would race a parallel build there
+        shutil.copytree(ROOT / layer, source / layer, ignore=shutil.ignore_patterns("__pycache__", "*.nb[ic]"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path / "wheel"), str(source)], check=True, capture_output=True, cwd=source)
+    (wheel,) = (tmp_path / "wheel").glob("dpmmbench-*.whl")
+    install, home, work = tmp_path / "ro" / "site", tmp_path / "ro" / "home", tmp_path / "work"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(install), str(wheel)],
+                   check=True, capture_output=True)
+    home.mkdir()
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "PYTHON", "XDG_"))}
+    env.update(PYTHONPATH=str(install), HOME=str(home))
+    command = _read_only([sys.executable, "-c", CHAIN], [tmp_path / "ro"])
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(found["package"]).is_relative_to(install), found["package"]
+    assert found["cache_path"] is None
+    assert len(found["warnings"]) == 1 and "NUMBA_CACHE_DIR" in found["warnings"][0]
+    assert not list(install.rglob("*.nb[ic]"))
