@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 from types import MappingProxyType
 
-from .base import Sampler, State
+from .base import Sampler
 from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from .state import State
 
 #: registry name -> "module:Class" (imported on first use)
 _REGISTRY = MappingProxyType({

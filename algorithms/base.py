@@ -21,34 +21,15 @@ from __future__ import annotations
 import math
 import numbers
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
+from .backends import Backend, SerialBackend
 from .constraints import Option, resolve_options
 from .families import Family
 from .families._base import check_labels
-
-
-@dataclass
-class State:
-    """Explicit sampler state. Subclasses add their own fields.
-
-    Attributes
-    ----------
-    X : the validated data
-    labels : (N,) int64 current partition
-    rng : the generator every random choice of this chain comes from
-    iteration : number of ``step`` calls so far
-    info : diagnostics of the last step (not needed by the next one)
-    """
-
-    X: Any
-    labels: np.ndarray
-    rng: np.random.Generator
-    iteration: int = 0
-    info: dict = field(default_factory=dict)
+from .state import State
 
 
 class Sampler(ABC):
@@ -71,8 +52,6 @@ class Sampler(ABC):
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         if self.supports_backend:
-            from .backends import Backend, SerialBackend  # late: the backends import this module
-
             if backend is None:
                 backend = SerialBackend()
             elif not isinstance(backend, Backend):

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._numerics import log_dirichlet
-from .base import Sampler, State
+from .base import Sampler
 from .constraints import Interval, Option
 from .labelstep import sample_labels
 from .partitions import compact
+from .state import State
 
 
 @dataclass

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Sampler, State
+from .base import Sampler
 from .collapsed import prior_predictive, run_sweep
 from .constraints import OneOf, Option
 from .partitions import compact
+from .state import State
 
 
 @dataclass

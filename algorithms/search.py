@@ -41,10 +41,11 @@ from scipy.special import gammaln
 
 from . import _dispatch as dispatch
 from . import _search_kernels as sk
-from .base import Sampler, State
+from .base import Sampler
 from .collapsed import prior_predictive
 from .constraints import Interval, OneOf, Option
 from .partitions import canonical, cluster_sizes, compact, log_crp_prior
+from .state import State
 
 HEURISTICS = ("trivial", "admissible", "inadmissible")
 ORDERS = ("given", "random", "increasing", "decreasing")

@@ -52,7 +52,7 @@ from scipy.special import gammaln
 from ._numerics import log_dirichlet
 from ._shard_maps import component_stats
 from .backends import ShardedState
-from .base import Sampler, State
+from .base import Sampler
 from .constraints import Interval, OneOf, Option
 from .labelstep import (
     sample_labels,
@@ -62,6 +62,7 @@ from .labelstep import (
     sweep_keeping_clusters,
 )
 from .partitions import compact
+from .state import State
 
 
 @dataclass

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Sampler, State
+from .base import Sampler
 from .collapsed import prior_predictive, run_sweep
 from .constraints import Interval, Option
 from .partitions import compact
+from .state import State
 
 #: below this many points a step runs its super-clusters one after the other: starting
 #: threads would cost more than the sweeps (the result is the same either way)

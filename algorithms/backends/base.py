@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..base import State
+from ..state import State
 
 
 class _SizingPickler(pickle.Pickler):
