@@ -39,45 +39,62 @@ in-process ones, run on the same statistics (:meth:`SubClusters._moves`), so the
 the same; only the random streams differ (every shard draws its own points'). A steady
 iteration is one map; one that restarts sub-clusters or proposes a random split needs one
 or two more.
+
+Where things are: this module holds the samplers, their states and the Hastings ratios of
+their moves; :mod:`._subcluster_clusters` the clusters a step's moves edit (in process or
+with the points on shards); :mod:`._subcluster_shards` the shard protocol (what the shards
+compute on their points and send back).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.special import gammaln
 
 from ._numerics import log_dirichlet
 from ._shard_maps import component_stats
+from ._subcluster_clusters import Clusters, ShardedClusters, subcluster_rows
+from ._subcluster_shards import LabelDraw, Resweep, decode_labels, draw_labels, resweep_labels
 from .backends import ShardedState
 from .base import Sampler
 from .constraints import Interval, OneOf, Option
-from .labelstep import (
-    sample_labels,
-    sample_labels_keeping_clusters,
-    sample_labels_within,
-    sample_sublabels,
-    sweep_keeping_clusters,
-)
+from .labelstep import sample_labels_keeping_clusters, sample_labels_within, sample_sublabels
 from .partitions import compact
 from .state import State
 
 
 @dataclass
 class SubclusterState(State):
+    """In-process state: labels plus every point's sub-label and the sub-cluster statistics."""
+
     sublabels: np.ndarray | None = None  #: (N,) sub-cluster of each point, 0 or 1
     sub_stats: tuple | None = None  #: statistics of the 2K sub-clusters (rows 2k, 2k+1)
     history: np.ndarray | None = None  #: (K, W) recent L(left) + L(right); -inf = not yet
     splittable: np.ndarray | None = None  #: (K,) burnt-in clusters
 
 
-def subcluster_rows(ks):
-    """Rows of the sub-cluster statistics of clusters ``ks``: 2k, 2k + 1 for each."""
-    ks = np.asarray(ks)
-    return np.ravel(np.column_stack([2 * ks, 2 * ks + 1]))
+class ShardedSubclusterState(ShardedState):
+    """Master state of ``subc`` on a backend: the sub-cluster statistics, burn-in monitor and
+    splittable flags; the labels and sub-labels are gathered from the shards."""
 
+    def __init__(self, X, shards, rng, sub_stats, history, splittable):
+        super().__init__(X, shards, rng)
+        self.sub_stats = sub_stats  #: statistics of the 2K sub-clusters (rows 2k, 2k+1)
+        self.history = history  #: (K, W) recent L(left) + L(right); -inf = not yet
+        self.splittable = splittable  #: (K,) burnt-in clusters
+
+    @property
+    def labels(self) -> np.ndarray:
+        return decode_labels(self.shards.gather_labels())[0]
+
+    @property
+    def sublabels(self) -> np.ndarray:
+        return decode_labels(self.shards.gather_labels())[1]
+
+
+# ---- Hastings ratios and super-clusters -------------------------------------------------------
 
 def _log_q_dircat(n_left, n_right, alpha):
     """log probability of one labelling of n points into sizes (n_left, n_right) under the
@@ -129,119 +146,6 @@ def supercluster_groups(divergence: np.ndarray, rng, scale: float = 4.0) -> np.n
     return compact(np.array([root(a) for a in range(K)]))[0]
 
 
-class _Clusters:
-    """Everything the moves of one step change, kept consistent with the labels: the
-    sub-cluster statistics, burn-in history, splittable flags, super-cluster of each
-    cluster and whether it still exists. Clusters are only appended or marked dead; the
-    step compacts at the end."""
-
-    def __init__(self, family, X, z, zs, sub, history, splittable, group=None, principal=False):
-        self.family, self.X, self.z, self.zs = family, X, z, zs
-        self.principal = principal
-        self.sub, self.history, self.splittable = sub, history, splittable
-        K = len(splittable)
-        self.alive = np.ones(K, dtype=bool)
-        self.group = np.zeros(K, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
-
-    @property
-    def K(self):
-        return len(self.alive)
-
-    def sizes(self, k):
-        return self.sub.n[2 * k], self.sub.n[2 * k + 1]
-
-    def size(self, k):
-        return self.sub.n[2 * k] + self.sub.n[2 * k + 1]
-
-    def members(self, k):
-        return np.flatnonzero(self.z == k)
-
-    def subcluster(self, k, h):
-        """The points of sub-cluster ``h`` of cluster k (what :meth:`split` moves)."""
-        return np.flatnonzero((self.z == k) & (self.zs == h))
-
-    def cluster_stats(self, ks):
-        """Statistics of clusters ``ks`` (sums of their sub-clusters')."""
-        return self.family.sum_pairs(self.family.take_stats(self.sub, subcluster_rows(ks)))
-
-    def random_halves(self, k, w_right, rng):
-        """A random Dirichlet-categorical labelling of cluster k's points (each goes right
-        with probability ``w_right``): the statistics of the two halves, and the right half
-        (what :meth:`split` moves if the split is accepted)."""
-        members = self.members(k)
-        side = (rng.random(members.size) < w_right).astype(np.int64)
-        return self.family.stats(self.X[members], side, 2), members[side == 1]
-
-    def reject_split(self, k, moved):
-        """A proposed random split of k was rejected (nothing to undo in-process)."""
-
-    def sync(self):
-        """Statistics of every living sub-cluster are current (always so in-process)."""
-
-    def log_marginals(self, ks):
-        """(L(left), L(right), L(cluster)) for clusters ``ks``."""
-        fam = self.family
-        sub = fam.take_stats(self.sub, subcluster_rows(ks))
-        Lsub = fam.log_marginal_stats(sub).reshape(-1, 2)
-        return Lsub[:, 0], Lsub[:, 1], fam.log_marginal_stats(fam.sum_pairs(sub))
-
-    def restart(self, k, rng, members=None):
-        """New sub-labels for cluster k (random, or the two sides of its principal axis);
-        it must burn in again before it can split."""
-        members = self.members(k) if members is None else members
-        side = rng.integers(0, 2, members.size)
-        if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
-            # DPMMSubClusters' "smart splits": halves across the direction of largest spread
-            Xm = self.X[members]
-            centred = Xm - Xm.mean(axis=0)
-            axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
-            side = (centred @ axis > 0).astype(np.int64)
-        self.zs[members] = side
-        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
-        self.history[k] = -np.inf
-        self.splittable[k] = False
-
-    def split(self, k, moved, rng):
-        """Points ``moved`` of cluster k form a new cluster; both restart."""
-        new = self.K
-        self.sub = self.family.pad_stats(self.sub, 2 * (new + 1))
-        self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
-        self.splittable = np.append(self.splittable, False)
-        self.alive = np.append(self.alive, True)
-        self.group = np.append(self.group, self.group[k])
-        self.z[moved] = new
-        self.restart(k, rng)
-        self.restart(new, rng, moved)
-        return new
-
-    def merge(self, a, b):
-        """b joins a; the two old clusters become a's sub-clusters (DPMMSubClusters)."""
-        fam = self.family
-        both = fam.sum_pairs(fam.take_stats(self.sub, subcluster_rows([a, b])))
-        ma, mb = self.members(a), self.members(b)
-        self.z[mb] = a
-        self.zs[ma], self.zs[mb] = 0, 1
-        fam.set_stats(self.sub, [2 * a, 2 * a + 1], both)
-        fam.set_stats(self.sub, [2 * b, 2 * b + 1], fam.empty_stats(2))
-        self.alive[b] = False
-        self.history[a] = -np.inf
-        self.splittable[a] = False
-
-    def pairs(self):
-        """Unordered pairs of living clusters in the same super-cluster."""
-        counts = np.bincount(self.group[self.alive])
-        return int((counts * (counts - 1) // 2).sum())
-
-    def pick_pair(self, rng):
-        """A uniformly random pair among :meth:`pairs`."""
-        ids = np.flatnonzero(self.alive)
-        counts = np.bincount(self.group[ids])
-        weights = counts * (counts - 1) / 2.0
-        g = rng.choice(len(counts), p=weights / weights.sum())
-        a, b = rng.choice(ids[self.group[ids] == g], size=2, replace=False)
-        return int(a), int(b)
-
-
 class SubClusters(Sampler):
     """Sub-cluster split-merge sampler (registry name ``subc``); see the module docstring
     for why it is not exact."""
@@ -270,8 +174,8 @@ class SubClusters(Sampler):
     #: with a backend, the points live on its shards (see the module docstring)
     supports_backend = True
 
-    def __init__(self, family, alpha=1.0, seed=0, backend=None, **options):
-        super().__init__(family, alpha=alpha, seed=seed, backend=backend, **options)
+    def __init__(self, family, backend=None, **kwargs):
+        super().__init__(family, backend=backend, **kwargs)
         if backend is None:
             self.backend = None  # the in-process sampler, not one serial shard
 
@@ -317,7 +221,7 @@ class SubClusters(Sampler):
         info["sequential_label_sweep"] = int(fell_back)
         zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
         sub = fam.stats(X, 2 * z + zs, 2 * K)
-        c = _Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
+        c = Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
                       principal=self.params["subcluster_init"] == "principal")
         self._moves(c, rng, info)
 
@@ -364,7 +268,7 @@ class SubClusters(Sampler):
 
         # 4-6. moves decided from the statistics; their edits reach the shards at sync
         principal = self.params["subcluster_init"] == "principal" and isinstance(state.X, np.ndarray)
-        c = _ShardedClusters(fam, shards, sub, state.history.copy(), state.splittable.copy(), principal=principal)
+        c = ShardedClusters(fam, shards, sub, state.history.copy(), state.splittable.copy(), principal=principal)
         self._moves(c, rng, info)
 
         # drop merged-away clusters
@@ -510,280 +414,3 @@ class SubClustersSuperApprox(SubClustersSuper):
     name = "subc-supc-approx"
     options = {**SubClustersSuper.options,
                "burnin": Option("none", OneOf(("window", "first-nonincrease", "none")), "see subc")}
-
-
-# ---- across workers ---------------------------------------------------------------------------
-#
-# A shard's labels hold the sub-cluster of each of its points, 2 z + zs. Right after the
-# label draw the bits from 32 up also hold the point's cluster before the draw, which the
-# sequential sweep needs if the master finds that the parallel draw emptied a cluster.
-
-_PREVIOUS_SHIFT = 32
-_SUB_MASK = (1 << _PREVIOUS_SHIFT) - 1
-
-
-def _decode(labels):
-    """(cluster, sub-label) of every point from shard labels."""
-    sub = labels & _SUB_MASK
-    return sub >> 1, sub & 1
-
-
-class ShardedSubclusterState(ShardedState):
-    """Master state of ``subc`` on a backend: the sub-cluster statistics, burn-in monitor and
-    splittable flags; the labels and sub-labels are gathered from the shards."""
-
-    def __init__(self, X, shards, rng, sub_stats, history, splittable):
-        super().__init__(X, shards, rng)
-        self.sub_stats = sub_stats  #: statistics of the 2K sub-clusters (rows 2k, 2k+1)
-        self.history = history  #: (K, W) recent L(left) + L(right); -inf = not yet
-        self.splittable = splittable  #: (K,) burnt-in clusters
-
-    @property
-    def labels(self) -> np.ndarray:
-        return _decode(self.shards.gather_labels())[0]
-
-    @property
-    def sublabels(self) -> np.ndarray:
-        return _decode(self.shards.gather_labels())[1]
-
-
-class LabelDraw(NamedTuple):
-    """What the master broadcasts for the label step."""
-
-    log_pi: np.ndarray  #: (K,) log weights of the clusters
-    theta: Any  #: the family's parameters of the K clusters
-    log_spi: np.ndarray  #: (2K,) log sub-weights
-    stheta: Any  #: parameters of the 2K sub-clusters
-
-
-class Resweep(NamedTuple):
-    """The sequential label sweep on one shard, after a parallel draw emptied a cluster."""
-
-    draw: LabelDraw
-    counts: np.ndarray  #: (K,) cluster sizes over all points, as the sweep has left them so far
-
-
-class Edit(NamedTuple):
-    """A change of the partition decided by the master, carried out on every shard."""
-
-    kind: str  #: "split": sub-cluster 1 of a becomes b; "move": the points of a go to b; "merge": b joins a
-    a: int
-    b: int
-
-
-class Restructure(NamedTuple):
-    """A map that edits the partition on the shards, in this order: ``edits``; moments of
-    clusters ``moments``; new sub-labels for clusters ``restart`` (random, except those in
-    ``principal``: the two sides of a given axis through a given mean); a tentative random
-    split ``propose`` = (cluster, new cluster, probability of going right); ``remap`` of the
-    cluster ids."""
-
-    edits: tuple = ()
-    moments: np.ndarray | None = None
-    restart: np.ndarray | None = None
-    principal: tuple | None = None  #: (clusters, (R, D) means, (R, D) axes)
-    propose: tuple | None = None
-    remap: np.ndarray | None = None
-
-
-class Restructured(NamedTuple):
-    """What one shard returns from :func:`restructure`."""
-
-    restarted: Any = None  #: statistics of the sub-clusters of ``restart`` (rows 2r, 2r+1)
-    moments: tuple | None = None  #: (n, mean, centred scatter) of each cluster of ``moments``
-    halves: Any = None  #: statistics of the two halves of the proposed random split
-
-
-def draw_labels(shard, draw: LabelDraw):
-    """The label step on one shard: every label among the existing clusters, in parallel,
-    then every sub-label (as in-process, :func:`sample_labels_keeping_clusters` without its
-    check, which needs every shard's counts). Returns the shard's sub-cluster statistics."""
-    family = shard.static["family"]
-    z, _ = _decode(shard.labels)
-    n = len(z)
-    new = sample_labels(family, shard.X, draw.theta, draw.log_pi, shard.rng.random(n))
-    zs = sample_sublabels(family, shard.X, new, draw.stheta, draw.log_spi, shard.rng.random(n))
-    shard.labels = (2 * new + zs) | (z << _PREVIOUS_SHIFT)
-    return family.stats(shard.X, 2 * new + zs, 2 * len(draw.log_pi))
-
-
-def resweep_labels(shard, payload: Resweep):
-    """The sequential branch of the label step on one shard: restricted Gibbs from the labels
-    before the draw, never emptying a cluster, then the sub-labels. Returns the shard's
-    sub-cluster statistics and the cluster sizes for the next shard."""
-    family, draw = shard.static["family"], payload.draw
-    z = shard.labels >> _PREVIOUS_SHIFT
-    counts = payload.counts.copy()
-    sweep_keeping_clusters(family, shard.X, draw.theta, draw.log_pi, z, counts, shard.rng.random(len(z)))
-    zs = sample_sublabels(family, shard.X, z, draw.stheta, draw.log_spi, shard.rng.random(len(z)))
-    shard.labels = 2 * z + zs
-    return family.stats(shard.X, 2 * z + zs, 2 * len(draw.log_pi)), counts
-
-
-def _position(z, clusters):
-    """Index in ``clusters`` of every point's cluster (-1: not among them)."""
-    lookup = np.full(max(int(z.max(initial=-1)), int(np.max(clusters))) + 1, -1, dtype=np.int64)
-    lookup[clusters] = np.arange(len(clusters))
-    return lookup[z]
-
-
-def restructure(shard, payload: Restructure) -> Restructured:
-    """Carry out the master's edits of the partition on one shard (see :class:`Restructure`)."""
-    family, X, rng = shard.static["family"], shard.X, shard.rng
-    z, zs = _decode(shard.labels)
-    for kind, a, b in payload.edits:
-        if kind == "split":
-            z[(z == a) & (zs == 1)] = b
-        elif kind == "move":
-            z[z == a] = b
-        else:  # merge: the two old clusters become the sub-clusters of a
-            in_a, in_b = z == a, z == b
-            zs[in_a], zs[in_b], z[in_b] = 0, 1, a
-    moments = restarted = halves = None
-    if payload.moments is not None:
-        R, D = len(payload.moments), X.shape[1]
-        n, mean, scatter = np.zeros(R), np.zeros((R, D)), np.zeros((R, D, D))
-        for r, k in enumerate(payload.moments):
-            Xk = X[z == k]
-            if len(Xk):
-                n[r], mean[r] = len(Xk), Xk.mean(axis=0)
-                centred = Xk - mean[r]
-                scatter[r] = centred.T @ centred
-        moments = (n, mean, scatter)
-    if payload.restart is not None:
-        pos = _position(z, payload.restart)
-        rows = np.flatnonzero(pos >= 0)
-        zs[rows] = rng.integers(0, 2, rows.size)
-        if payload.principal is not None:
-            for k, mean, axis in zip(*payload.principal):
-                idx = np.flatnonzero(z == k)
-                zs[idx] = ((X[idx] - mean) @ axis > 0).astype(np.int64)
-        restarted = family.stats(X[rows], 2 * pos[rows] + zs[rows], 2 * len(payload.restart))
-    if payload.propose is not None:
-        k, new, w_right = payload.propose
-        idx = np.flatnonzero(z == k)
-        side = (rng.random(idx.size) < w_right).astype(np.int64)
-        z[idx[side == 1]] = new
-        halves = family.stats(X[idx], side, 2)
-    if payload.remap is not None:
-        z = payload.remap[z]
-    shard.labels = 2 * z + zs
-    return Restructured(restarted, moments, halves)
-
-
-def _pooled_moments(parts):
-    """(n, mean, centred scatter) of clusters from those of their parts on every shard
-    (Chan et al.'s pairwise update: no cancellation of large raw second moments)."""
-    n = sum(p[0] for p in parts)
-    safe = np.maximum(n, 1.0)[:, None]
-    mean = sum(p[0][:, None] * p[1] for p in parts) / safe
-    scatter = 0.0
-    for n_j, mean_j, scatter_j in parts:
-        d = mean_j - mean
-        scatter = scatter + scatter_j + n_j[:, None, None] * d[:, :, None] * d[:, None, :]
-    return n, mean, scatter
-
-
-class _ShardedClusters(_Clusters):
-    """:class:`_Clusters` whose points live on shards. The master keeps the statistics of
-    every cluster and sub-cluster; an edit of the partition is queued and reaches the shards
-    with the next map (:meth:`sync`, or a random split proposal). The sub-cluster statistics
-    of a restarted cluster are unknown ("stale") until then; nothing reads them before."""
-
-    def __init__(self, family, shards, sub, history, splittable, principal):
-        super().__init__(family, None, None, None, sub, history, splittable, principal=principal)
-        self.shards = shards
-        self.clusters = family.sum_pairs(sub)  #: statistics of every cluster (current even when stale)
-        self.stale = set()
-        self.edits = []
-
-    def size(self, k):
-        return self.clusters.n[k]
-
-    def members(self, k):
-        raise RuntimeError("the points of a sharded cluster live on the shards")
-
-    def cluster_stats(self, ks):
-        return self.family.take_stats(self.clusters, np.asarray(ks))
-
-    def log_marginals(self, ks):
-        if self.stale.intersection(np.asarray(ks).tolist()):
-            raise RuntimeError("sub-cluster statistics of restarted clusters are read before sync()")
-        return super().log_marginals(ks)
-
-    def subcluster(self, k, h):
-        return ("sub", k, h)
-
-    def restart(self, k, rng, members=None):
-        self.stale.add(int(k))
-        self.history[k] = -np.inf
-        self.splittable[k] = False
-
-    def _grow(self):
-        K = self.K + 1
-        self.sub = self.family.pad_stats(self.sub, 2 * K)
-        self.clusters = self.family.pad_stats(self.clusters, K)
-        self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
-        self.splittable = np.append(self.splittable, False)
-        self.alive = np.append(self.alive, True)
-
-    def random_halves(self, k, w_right, rng):
-        new = self.K
-        parts = self.shards.map(restructure, Restructure(tuple(self.edits), propose=(k, new, w_right)))
-        self.edits = []
-        halves = self.family.sum_stats([p.halves for p in parts])
-        return halves, ("random", new, halves)
-
-    def reject_split(self, k, moved):
-        self.edits.append(Edit("move", moved[1], k))  # the tentative right half goes back
-
-    def split(self, k, moved, rng):
-        new = self.K
-        if moved[0] == "sub":
-            assert moved[2] == 1
-            self.edits.append(Edit("split", k, new))
-            parts = self.family.take_stats(self.sub, [2 * k, 2 * k + 1])
-        else:  # the shards have moved the right half already
-            assert moved[1] == new
-            parts = moved[2]
-        self._grow()
-        self.group = np.append(self.group, self.group[k])
-        self.family.set_stats(self.clusters, [k, new], parts)
-        self.restart(k, rng)
-        self.restart(new, rng)
-        return new
-
-    def merge(self, a, b):
-        fam = self.family
-        both = self.cluster_stats([a, b])
-        fam.set_stats(self.sub, [2 * a, 2 * a + 1], both)
-        fam.set_stats(self.sub, [2 * b, 2 * b + 1], fam.empty_stats(2))
-        fam.set_stats(self.clusters, [a], fam.sum_pairs(both))
-        fam.set_stats(self.clusters, [b], fam.empty_stats(1))
-        self.alive[b] = False
-        self.history[a] = -np.inf
-        self.splittable[a] = False
-        self.stale.difference_update((a, b))  # the merge sets the sub-labels of both
-        self.edits.append(Edit("merge", a, b))
-
-    def sync(self, remap=None):
-        """Carry out the queued edits on the shards, give restarted clusters new sub-labels
-        (random, or the sides of their principal axis: then the clusters' moments are
-        fetched first) and bring back their sub-cluster statistics; then ``remap``."""
-        stale = [k for k in sorted(self.stale) if self.alive[k]]
-        if not (self.edits or stale or remap is not None):
-            return
-        edits, self.edits = tuple(self.edits), []
-        principal = [k for k in stale if self.principal and self.clusters.n[k] > 2]
-        axes = None
-        if principal:
-            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(principal)))
-            edits = ()
-            _, mean, scatter = _pooled_moments([p.moments for p in parts])
-            axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
-        restart = np.array(stale, dtype=np.int64) if stale else None
-        parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, remap=remap))
-        if stale:
-            fam = self.family
-            fam.set_stats(self.sub, subcluster_rows(restart), fam.sum_stats([p.restarted for p in parts]))
-        self.stale.clear()

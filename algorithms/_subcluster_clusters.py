@@ -1,0 +1,239 @@
+"""The clusters of one ``subc`` step, as its moves see and edit them (see :mod:`.subcluster`).
+
+:class:`Clusters` keeps, consistent with the labels, what the moves change: the statistics
+of every cluster's two sub-clusters (rows ``2k``, ``2k + 1``; a cluster's statistics are
+their sum), the burn-in history, the splittable flags, the super-cluster of each cluster and
+whether it still exists; it splits, merges and restarts clusters on the points in process.
+:class:`ShardedClusters` offers the same operations when the points live on shards: the
+master keeps the statistics, and the edits reach the shards through the protocol of
+:mod:`._subcluster_shards`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._subcluster_shards import Edit, Restructure, pooled_moments, restructure
+
+
+def subcluster_rows(ks):
+    """Rows of the sub-cluster statistics of clusters ``ks``: 2k, 2k + 1 for each."""
+    ks = np.asarray(ks)
+    return np.ravel(np.column_stack([2 * ks, 2 * ks + 1]))
+
+
+class Clusters:
+    """Everything the moves of one step change, kept consistent with the labels: the
+    sub-cluster statistics, burn-in history, splittable flags, super-cluster of each
+    cluster and whether it still exists. Clusters are only appended or marked dead; the
+    step compacts at the end."""
+
+    def __init__(self, family, X, z, zs, sub, history, splittable, group=None, principal=False):
+        self.family, self.X, self.z, self.zs = family, X, z, zs
+        self.principal = principal
+        self.sub, self.history, self.splittable = sub, history, splittable
+        K = len(splittable)
+        self.alive = np.ones(K, dtype=bool)
+        self.group = np.zeros(K, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
+
+    @property
+    def K(self):
+        return len(self.alive)
+
+    def sizes(self, k):
+        return self.sub.n[2 * k], self.sub.n[2 * k + 1]
+
+    def size(self, k):
+        return self.sub.n[2 * k] + self.sub.n[2 * k + 1]
+
+    def members(self, k):
+        return np.flatnonzero(self.z == k)
+
+    def subcluster(self, k, h):
+        """The points of sub-cluster ``h`` of cluster k (what :meth:`split` moves)."""
+        return np.flatnonzero((self.z == k) & (self.zs == h))
+
+    def cluster_stats(self, ks):
+        """Statistics of clusters ``ks`` (sums of their sub-clusters')."""
+        return self.family.sum_pairs(self.family.take_stats(self.sub, subcluster_rows(ks)))
+
+    def random_halves(self, k, w_right, rng):
+        """A random Dirichlet-categorical labelling of cluster k's points (each goes right
+        with probability ``w_right``): the statistics of the two halves, and the right half
+        (what :meth:`split` moves if the split is accepted)."""
+        members = self.members(k)
+        side = (rng.random(members.size) < w_right).astype(np.int64)
+        return self.family.stats(self.X[members], side, 2), members[side == 1]
+
+    def reject_split(self, k, moved):
+        """A proposed random split of k was rejected (nothing to undo in-process)."""
+
+    def sync(self):
+        """Statistics of every living sub-cluster are current (always so in-process)."""
+
+    def log_marginals(self, ks):
+        """(L(left), L(right), L(cluster)) for clusters ``ks``."""
+        fam = self.family
+        sub = fam.take_stats(self.sub, subcluster_rows(ks))
+        Lsub = fam.log_marginal_stats(sub).reshape(-1, 2)
+        return Lsub[:, 0], Lsub[:, 1], fam.log_marginal_stats(fam.sum_pairs(sub))
+
+    def restart(self, k, rng, members=None):
+        """New sub-labels for cluster k (random, or the two sides of its principal axis);
+        it must burn in again before it can split."""
+        members = self.members(k) if members is None else members
+        side = rng.integers(0, 2, members.size)
+        if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
+            # DPMMSubClusters' "smart splits": halves across the direction of largest spread
+            Xm = self.X[members]
+            centred = Xm - Xm.mean(axis=0)
+            axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
+            side = (centred @ axis > 0).astype(np.int64)
+        self.zs[members] = side
+        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
+        self.history[k] = -np.inf
+        self.splittable[k] = False
+
+    def split(self, k, moved, rng):
+        """Points ``moved`` of cluster k form a new cluster; both restart."""
+        new = self.K
+        self.sub = self.family.pad_stats(self.sub, 2 * (new + 1))
+        self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
+        self.splittable = np.append(self.splittable, False)
+        self.alive = np.append(self.alive, True)
+        self.group = np.append(self.group, self.group[k])
+        self.z[moved] = new
+        self.restart(k, rng)
+        self.restart(new, rng, moved)
+        return new
+
+    def merge(self, a, b):
+        """b joins a; the two old clusters become a's sub-clusters (DPMMSubClusters)."""
+        fam = self.family
+        both = fam.sum_pairs(fam.take_stats(self.sub, subcluster_rows([a, b])))
+        ma, mb = self.members(a), self.members(b)
+        self.z[mb] = a
+        self.zs[ma], self.zs[mb] = 0, 1
+        fam.set_stats(self.sub, [2 * a, 2 * a + 1], both)
+        fam.set_stats(self.sub, [2 * b, 2 * b + 1], fam.empty_stats(2))
+        self.alive[b] = False
+        self.history[a] = -np.inf
+        self.splittable[a] = False
+
+    def pairs(self):
+        """Unordered pairs of living clusters in the same super-cluster."""
+        counts = np.bincount(self.group[self.alive])
+        return int((counts * (counts - 1) // 2).sum())
+
+    def pick_pair(self, rng):
+        """A uniformly random pair among :meth:`pairs`."""
+        ids = np.flatnonzero(self.alive)
+        counts = np.bincount(self.group[ids])
+        weights = counts * (counts - 1) / 2.0
+        g = rng.choice(len(counts), p=weights / weights.sum())
+        a, b = rng.choice(ids[self.group[ids] == g], size=2, replace=False)
+        return int(a), int(b)
+
+
+class ShardedClusters(Clusters):
+    """:class:`Clusters` whose points live on shards. The master keeps the statistics of
+    every cluster and sub-cluster; an edit of the partition is queued and reaches the shards
+    with the next map (:meth:`sync`, or a random split proposal). The sub-cluster statistics
+    of a restarted cluster are unknown ("stale") until then; nothing reads them before."""
+
+    def __init__(self, family, shards, sub, history, splittable, principal):
+        super().__init__(family, None, None, None, sub, history, splittable, principal=principal)
+        self.shards = shards
+        self.clusters = family.sum_pairs(sub)  #: statistics of every cluster (current even when stale)
+        self.stale = set()
+        self.edits = []
+
+    def size(self, k):
+        return self.clusters.n[k]
+
+    def members(self, k):
+        raise RuntimeError("the points of a sharded cluster live on the shards")
+
+    def cluster_stats(self, ks):
+        return self.family.take_stats(self.clusters, np.asarray(ks))
+
+    def log_marginals(self, ks):
+        if self.stale.intersection(np.asarray(ks).tolist()):
+            raise RuntimeError("sub-cluster statistics of restarted clusters are read before sync()")
+        return super().log_marginals(ks)
+
+    def subcluster(self, k, h):
+        return ("sub", k, h)
+
+    def restart(self, k, rng, members=None):
+        self.stale.add(int(k))
+        self.history[k] = -np.inf
+        self.splittable[k] = False
+
+    def _grow(self):
+        K = self.K + 1
+        self.sub = self.family.pad_stats(self.sub, 2 * K)
+        self.clusters = self.family.pad_stats(self.clusters, K)
+        self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
+        self.splittable = np.append(self.splittable, False)
+        self.alive = np.append(self.alive, True)
+
+    def random_halves(self, k, w_right, rng):
+        new = self.K
+        parts = self.shards.map(restructure, Restructure(tuple(self.edits), propose=(k, new, w_right)))
+        self.edits = []
+        halves = self.family.sum_stats([p.halves for p in parts])
+        return halves, ("random", new, halves)
+
+    def reject_split(self, k, moved):
+        self.edits.append(Edit("move", moved[1], k))  # the tentative right half goes back
+
+    def split(self, k, moved, rng):
+        new = self.K
+        if moved[0] == "sub":
+            assert moved[2] == 1
+            self.edits.append(Edit("split", k, new))
+            parts = self.family.take_stats(self.sub, [2 * k, 2 * k + 1])
+        else:  # the shards have moved the right half already
+            assert moved[1] == new
+            parts = moved[2]
+        self._grow()
+        self.group = np.append(self.group, self.group[k])
+        self.family.set_stats(self.clusters, [k, new], parts)
+        self.restart(k, rng)
+        self.restart(new, rng)
+        return new
+
+    def merge(self, a, b):
+        fam = self.family
+        both = self.cluster_stats([a, b])
+        fam.set_stats(self.sub, [2 * a, 2 * a + 1], both)
+        fam.set_stats(self.sub, [2 * b, 2 * b + 1], fam.empty_stats(2))
+        fam.set_stats(self.clusters, [a], fam.sum_pairs(both))
+        fam.set_stats(self.clusters, [b], fam.empty_stats(1))
+        self.alive[b] = False
+        self.history[a] = -np.inf
+        self.splittable[a] = False
+        self.stale.difference_update((a, b))  # the merge sets the sub-labels of both
+        self.edits.append(Edit("merge", a, b))
+
+    def sync(self, remap=None):
+        """Carry out the queued edits on the shards, give restarted clusters new sub-labels
+        (random, or the sides of their principal axis: then the clusters' moments are
+        fetched first) and bring back their sub-cluster statistics; then ``remap``."""
+        stale = [k for k in sorted(self.stale) if self.alive[k]]
+        if not (self.edits or stale or remap is not None):
+            return
+        edits, self.edits = tuple(self.edits), []
+        principal = [k for k in stale if self.principal and self.clusters.n[k] > 2]
+        axes = None
+        if principal:
+            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(principal)))
+            edits = ()
+            _, mean, scatter = pooled_moments([p.moments for p in parts])
+            axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
+        restart = np.array(stale, dtype=np.int64) if stale else None
+        parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, remap=remap))
+        if stale:
+            fam = self.family
+            fam.set_stats(self.sub, subcluster_rows(restart), fam.sum_stats([p.restarted for p in parts]))
+        self.stale.clear()

@@ -1,0 +1,171 @@
+"""The shard protocol of ``subc`` on a backend: what the master sends the shards, what they
+compute on their points and what they send back (see :mod:`.subcluster` for the schedule).
+
+The points, their labels and sub-labels stay on the shards; a shard's labels hold the
+sub-cluster of each point, ``2 z + zs``. Right after the label draw the bits from 32 up also
+hold the point's cluster before the draw, which the sequential sweep needs if the master
+finds that the parallel draw emptied a cluster. Messages down are :class:`LabelDraw`,
+:class:`Resweep` and :class:`Restructure` (a batch of :class:`Edit` of the partition, new
+sub-labels, a tentative random split); the map functions :func:`draw_labels`,
+:func:`resweep_labels` and :func:`restructure` answer with sub-cluster statistics (and
+:class:`Restructured`), which the master sums over shards.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .labelstep import sample_labels, sample_sublabels, sweep_keeping_clusters
+
+PREVIOUS_SHIFT = 32  #: shard labels: bits from here up hold the cluster before the draw
+_SUB_MASK = (1 << PREVIOUS_SHIFT) - 1
+
+
+def decode_labels(labels):
+    """(cluster, sub-label) of every point from shard labels."""
+    sub = labels & _SUB_MASK
+    return sub >> 1, sub & 1
+
+
+# ---- messages ------------------------------------------------------------------------------
+
+class LabelDraw(NamedTuple):
+    """What the master broadcasts for the label step."""
+
+    log_pi: np.ndarray  #: (K,) log weights of the clusters
+    theta: Any  #: the family's parameters of the K clusters
+    log_spi: np.ndarray  #: (2K,) log sub-weights
+    stheta: Any  #: parameters of the 2K sub-clusters
+
+
+class Resweep(NamedTuple):
+    """The sequential label sweep on one shard, after a parallel draw emptied a cluster."""
+
+    draw: LabelDraw
+    counts: np.ndarray  #: (K,) cluster sizes over all points, as the sweep has left them so far
+
+
+class Edit(NamedTuple):
+    """A change of the partition decided by the master, carried out on every shard."""
+
+    kind: str  #: "split": sub-cluster 1 of a becomes b; "move": the points of a go to b; "merge": b joins a
+    a: int
+    b: int
+
+
+class Restructure(NamedTuple):
+    """A map that edits the partition on the shards, in this order: ``edits``; moments of
+    clusters ``moments``; new sub-labels for clusters ``restart`` (random, except those in
+    ``principal``: the two sides of a given axis through a given mean); a tentative random
+    split ``propose`` = (cluster, new cluster, probability of going right); ``remap`` of the
+    cluster ids."""
+
+    edits: tuple = ()
+    moments: np.ndarray | None = None
+    restart: np.ndarray | None = None
+    principal: tuple | None = None  #: (clusters, (R, D) means, (R, D) axes)
+    propose: tuple | None = None
+    remap: np.ndarray | None = None
+
+
+class Restructured(NamedTuple):
+    """What one shard returns from :func:`restructure`."""
+
+    restarted: Any = None  #: statistics of the sub-clusters of ``restart`` (rows 2r, 2r+1)
+    moments: tuple | None = None  #: (n, mean, centred scatter) of each cluster of ``moments``
+    halves: Any = None  #: statistics of the two halves of the proposed random split
+
+
+# ---- map functions (run where the shards are) -----------------------------------------------
+
+def draw_labels(shard, draw: LabelDraw):
+    """The label step on one shard: every label among the existing clusters, in parallel,
+    then every sub-label (as in-process, :func:`sample_labels_keeping_clusters` without its
+    check, which needs every shard's counts). Returns the shard's sub-cluster statistics."""
+    family = shard.static["family"]
+    z, _ = decode_labels(shard.labels)
+    n = len(z)
+    new = sample_labels(family, shard.X, draw.theta, draw.log_pi, shard.rng.random(n))
+    zs = sample_sublabels(family, shard.X, new, draw.stheta, draw.log_spi, shard.rng.random(n))
+    shard.labels = (2 * new + zs) | (z << PREVIOUS_SHIFT)
+    return family.stats(shard.X, 2 * new + zs, 2 * len(draw.log_pi))
+
+
+def resweep_labels(shard, payload: Resweep):
+    """The sequential branch of the label step on one shard: restricted Gibbs from the labels
+    before the draw, never emptying a cluster, then the sub-labels. Returns the shard's
+    sub-cluster statistics and the cluster sizes for the next shard."""
+    family, draw = shard.static["family"], payload.draw
+    z = shard.labels >> PREVIOUS_SHIFT
+    counts = payload.counts.copy()
+    sweep_keeping_clusters(family, shard.X, draw.theta, draw.log_pi, z, counts, shard.rng.random(len(z)))
+    zs = sample_sublabels(family, shard.X, z, draw.stheta, draw.log_spi, shard.rng.random(len(z)))
+    shard.labels = 2 * z + zs
+    return family.stats(shard.X, 2 * z + zs, 2 * len(draw.log_pi)), counts
+
+
+def _position(z, clusters):
+    """Index in ``clusters`` of every point's cluster (-1: not among them)."""
+    lookup = np.full(max(int(z.max(initial=-1)), int(np.max(clusters))) + 1, -1, dtype=np.int64)
+    lookup[clusters] = np.arange(len(clusters))
+    return lookup[z]
+
+
+def restructure(shard, payload: Restructure) -> Restructured:
+    """Carry out the master's edits of the partition on one shard (see :class:`Restructure`)."""
+    family, X, rng = shard.static["family"], shard.X, shard.rng
+    z, zs = decode_labels(shard.labels)
+    for kind, a, b in payload.edits:
+        if kind == "split":
+            z[(z == a) & (zs == 1)] = b
+        elif kind == "move":
+            z[z == a] = b
+        else:  # merge: the two old clusters become the sub-clusters of a
+            in_a, in_b = z == a, z == b
+            zs[in_a], zs[in_b], z[in_b] = 0, 1, a
+    moments = restarted = halves = None
+    if payload.moments is not None:
+        R, D = len(payload.moments), X.shape[1]
+        n, mean, scatter = np.zeros(R), np.zeros((R, D)), np.zeros((R, D, D))
+        for r, k in enumerate(payload.moments):
+            Xk = X[z == k]
+            if len(Xk):
+                n[r], mean[r] = len(Xk), Xk.mean(axis=0)
+                centred = Xk - mean[r]
+                scatter[r] = centred.T @ centred
+        moments = (n, mean, scatter)
+    if payload.restart is not None:
+        pos = _position(z, payload.restart)
+        rows = np.flatnonzero(pos >= 0)
+        zs[rows] = rng.integers(0, 2, rows.size)
+        if payload.principal is not None:
+            for k, mean, axis in zip(*payload.principal):
+                idx = np.flatnonzero(z == k)
+                zs[idx] = ((X[idx] - mean) @ axis > 0).astype(np.int64)
+        restarted = family.stats(X[rows], 2 * pos[rows] + zs[rows], 2 * len(payload.restart))
+    if payload.propose is not None:
+        k, new, w_right = payload.propose
+        idx = np.flatnonzero(z == k)
+        side = (rng.random(idx.size) < w_right).astype(np.int64)
+        z[idx[side == 1]] = new
+        halves = family.stats(X[idx], side, 2)
+    if payload.remap is not None:
+        z = payload.remap[z]
+    shard.labels = 2 * z + zs
+    return Restructured(restarted, moments, halves)
+
+
+# ---- on the master ---------------------------------------------------------------------------
+
+def pooled_moments(parts):
+    """(n, mean, centred scatter) of clusters from those of their parts on every shard
+    (Chan et al.'s pairwise update: no cancellation of large raw second moments)."""
+    n = sum(p[0] for p in parts)
+    safe = np.maximum(n, 1.0)[:, None]
+    mean = sum(p[0][:, None] * p[1] for p in parts) / safe
+    scatter = 0.0
+    for n_j, mean_j, scatter_j in parts:
+        d = mean_j - mean
+        scatter = scatter + scatter_j + n_j[:, None, None] * d[:, :, None] * d[:, None, :]
+    return n, mean, scatter
