@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from ._numba_cache import kernel
+from ._numerics import mh_accept
 
 
 ISO, NIW, DIRMULT = 0, 1, 2
@@ -435,7 +436,7 @@ def pooled_mcmc(model, log_alpha, rows, labels, G, n_steps, rng, ws):
                 if acc > target:
                     break
             log_a, s_merged = merge_log_acceptance(model, log_alpha, rows, labels, G, ws, pi, pj, lse_M)
-            if math.log(rng.random()) < log_a:
+            if mh_accept(rng.random(), log_a):
                 G = _apply_merge(model, log_alpha, rows, labels, G, ws, pi, pj, s_merged)
                 merges += 1
         else:
@@ -462,7 +463,7 @@ def pooled_mcmc(model, log_alpha, rows, labels, G, n_steps, rng, ws):
             if whole:
                 continue
             log_a, r12, L1, L2 = split_log_acceptance(model, log_alpha, rows, labels, G, ws, g, r, log_path, lse_S)
-            if math.log(rng.random()) < log_a:
+            if mh_accept(rng.random(), log_a):
                 G = _apply_split(model, log_alpha, rows, labels, G, ws, g, r, r12, L1, L2)
                 splits += 1
     return G, merges, splits

@@ -86,6 +86,30 @@ def sample_log_weights(logw, n, u):
     return last
 
 
+@kernel(inline="always")
+def mh_accept(u, log_ratio):
+    """The Metropolis-Hastings accept/reject decision of every sampler: accept when
+    ``log u < log_ratio``.
+
+    Compiled, so numba loops inline it and Python callers get the same arithmetic
+    (``log 0 = -inf`` accepts instead of raising).
+
+    Parameters
+    ----------
+    u : float
+        A uniform draw on [0, 1] (``rng.random()``, or its complement ``1 - rng.random()``,
+        which is exact for numpy's doubles).
+    log_ratio : float
+        log of the Hastings ratio (before ``min(1, .)``).
+
+    Returns
+    -------
+    bool
+        Whether the proposal is accepted.
+    """
+    return math.log(u) < log_ratio
+
+
 #: below this many (rows x components) entries, thread start-up costs more than it saves
 PARALLEL_MIN_WORK = 1 << 15
 

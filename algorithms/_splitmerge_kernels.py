@@ -40,6 +40,7 @@ from numba import njit
 from . import _dispatch as dispatch
 from ._numba_cache import kernel
 from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
+from ._numerics import mh_accept
 from .constraints import Interval, Option
 from .gibbs import CollapsedGibbs, GibbsState
 from .partitions import compact
@@ -324,11 +325,6 @@ def pick_pair(rng: np.random.Generator, n: int) -> tuple[int, int]:
     return i, j + (j >= i)
 
 
-def accept(rng: np.random.Generator, log_accept: float) -> bool:
-    """Metropolis-Hastings decision: ``log U < log_accept`` (``U`` in (0, 1], so no log 0)."""
-    return math.log1p(-rng.random()) < log_accept
-
-
 def apply(labels: np.ndarray, pairset: PairSet, part: np.ndarray, new_label: int) -> None:
     """Carry out an accepted proposal on ``labels`` in place.
 
@@ -380,7 +376,9 @@ class SplitMergeGibbs(CollapsedGibbs):
             pairset, prop = self._propose(ctx, labels, i, j, np.flatnonzero(together), rng)
             kind = "splits" if prop.split else "merges"
             counts["proposed_" + kind] += 1
-            if accept(rng, prop.log_accept):
+            # the complement of the draw keeps SAMS' and Jain-Neal's decisions (and traces) as
+            # they were: log(1 - U) < log ratio
+            if mh_accept(1.0 - rng.random(), prop.log_accept):
                 apply(labels, pairset, prop.part, next_label)
                 next_label += prop.split
                 counts["accepted_" + kind] += 1

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from ._numerics import log_dirichlet
+from ._numerics import log_dirichlet, mh_accept
 from ._shard_maps import component_stats
 from ._subcluster_clusters import Clusters, ShardedClusters, subcluster_rows
 from ._subcluster_shards import LabelDraw, Resweep, decode_labels, draw_labels, resweep_labels
@@ -222,7 +222,7 @@ class SubClusters(Sampler):
         zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
         sub = fam.stats(X, 2 * z + zs, 2 * K)
         c = Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
-                      principal=self.params["subcluster_init"] == "principal")
+                     principal=self.params["subcluster_init"] == "principal")
         self._moves(c, rng, info)
 
         # drop merged-away clusters
@@ -307,7 +307,7 @@ class SubClusters(Sampler):
             if nl == 0 or nr == 0:
                 continue
             info["proposed_splits"] += 1
-            if math.log(rng.random()) < _split_log_ratio(alpha, nl, nr, Ll[k], Lr[k], L[k]):
+            if mh_accept(rng.random(), _split_log_ratio(alpha, nl, nr, Ll[k], Lr[k], L[k])):
                 info["accepted_splits"] += 1
                 c.split(k, c.subcluster(k, 1), rng)
 
@@ -356,7 +356,7 @@ class SubClusters(Sampler):
                 Lk = fam.log_marginal_stats(c.cluster_stats([k]))[0]
                 pairs_after = pairs + int((c.group[ids] == c.group[k]).sum())
                 log_h = random_split_log_ratio(alpha, p, Kc, pairs_after, nl, nr, L_halves[0], L_halves[1], Lk)
-                if math.log(rng.random()) < log_h:
+                if mh_accept(rng.random(), log_h):
                     info["accepted_splits"] += 1
                     c.split(k, moved, rng)
                 else:
@@ -366,7 +366,7 @@ class SubClusters(Sampler):
                 info["proposed_merges"] += 1
                 na, nb, La, Lb, Lab = self._merge_terms(c, a, b)
                 log_h = -random_split_log_ratio(alpha, p, Kc - 1, pairs, na, nb, La, Lb, Lab)
-                if math.log(rng.random()) < log_h:
+                if mh_accept(rng.random(), log_h):
                     info["accepted_merges"] += 1
                     c.merge(a, b)
 
@@ -393,7 +393,7 @@ class SubClusters(Sampler):
                 info["proposed_merges"] += 1
                 na, nb, La, Lb, Lab = self._merge_terms(c, a, b)
                 log_h_split = _split_log_ratio(self.alpha, na, nb, La, Lb, Lab)
-                if math.log(rng.random()) < -log_h_split + _log_q_dircat(na, nb, self.alpha):
+                if mh_accept(rng.random(), -log_h_split + _log_q_dircat(na, nb, self.alpha)):
                     info["accepted_merges"] += 1
                     c.merge(a, b)
                     merged[a] = merged[b] = True
