@@ -197,18 +197,14 @@ class SubClusters(Sampler):
     def _step(self, state):
         if self.backend is not None:
             return self._step_sharded(state)
-        fam, rng, alpha = self.family, state.rng, self.alpha
-        X, z, sub = state.X, state.labels, state.sub_stats
+        fam, rng = self.family, state.rng
+        X, z = state.X, state.labels
         K = len(state.splittable)
         N = len(z)
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the labels
-        st = fam.sum_pairs(sub)
-        log_pi = log_dirichlet(rng, st.n)
-        theta = fam.sample_params(st, rng)
-        log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + alpha / 2.0).ravel()
-        stheta = fam.sample_params(sub, rng)
+        _, (log_pi, theta, log_spi, stheta) = self._draw_params(state.sub_stats, rng)
 
         # 2-3. restricted Gibbs for the labels (no cluster emptied), then the sub-labels
         groups = None
@@ -230,27 +226,18 @@ class SubClusters(Sampler):
         remap = np.full(c.K, -1, dtype=np.int64)
         remap[keep] = np.arange(len(keep))
         state.labels, state.sublabels = remap[c.z], c.zs
-        state.sub_stats = fam.take_stats(c.sub, subcluster_rows(keep))
-        state.history, state.splittable = c.history[keep], c.splittable[keep]
-        info["n_clusters"] = len(keep)
-        info["n_splittable"] = int(state.splittable.sum())
+        self._keep(state, c, keep, info)
         state.info = info
         return state
 
     def _step_sharded(self, state):
         """One step with the points on shards: the same moves as :meth:`_step`."""
-        fam, rng, alpha = self.family, state.rng, self.alpha
-        shards, sub = state.shards, state.sub_stats
-        K = len(state.splittable)
+        fam, rng = self.family, state.rng
+        shards = state.shards
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the statistics (as in-process)
-        st = fam.sum_pairs(sub)
-        log_pi = log_dirichlet(rng, st.n)
-        theta = fam.sample_params(st, rng)
-        log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + alpha / 2.0).ravel()
-        stheta = fam.sample_params(sub, rng)
-        draw = LabelDraw(log_pi, theta, log_spi, stheta)
+        st, draw = self._draw_params(state.sub_stats, rng)
 
         # 3. labels and sub-labels on the shards; statistics back
         sub = fam.sum_stats(shards.map(draw_labels, draw))
@@ -278,14 +265,30 @@ class SubClusters(Sampler):
             remap = np.full(c.K, -1, dtype=np.int64)
             remap[keep] = np.arange(len(keep))
         c.sync(remap)
-        state.sub_stats = fam.take_stats(c.sub, subcluster_rows(keep))
-        state.history, state.splittable = c.history[keep], c.splittable[keep]
-        info["n_clusters"] = len(keep)
-        info["n_splittable"] = int(state.splittable.sum())
+        self._keep(state, c, keep, info)
         state.info = {**info, **shards.take_stats()}
         return state
 
     # ---- pieces ----------------------------------------------------------------------
+    def _draw_params(self, sub, rng):
+        """Step 1 from the sub-cluster statistics ``sub``: the cluster statistics, and the
+        weights and parameters of the clusters and sub-clusters as a :class:`LabelDraw`."""
+        fam = self.family
+        K = len(sub.n) // 2
+        st = fam.sum_pairs(sub)
+        log_pi = log_dirichlet(rng, st.n)
+        theta = fam.sample_params(st, rng)
+        log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + self.alpha / 2.0).ravel()
+        stheta = fam.sample_params(sub, rng)
+        return st, LabelDraw(log_pi, theta, log_spi, stheta)
+
+    def _keep(self, state, c, keep, info):
+        """The state keeps the clusters ``keep`` of ``c`` (in this order)."""
+        state.sub_stats = self.family.take_stats(c.sub, subcluster_rows(keep))
+        state.history, state.splittable = c.history[keep], c.splittable[keep]
+        info["n_clusters"] = len(keep)
+        info["n_splittable"] = int(state.splittable.sum())
+
     def _moves(self, c, rng, info):
         """Steps 4-6 on the clusters ``c`` (in-process or sharded: only statistics are read
         here; what needs the points goes through ``c``)."""

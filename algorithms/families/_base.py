@@ -162,8 +162,9 @@ class Family(ABC):
         return self.kernel_table_from_stats(self.stats(X, labels, capacity))
 
 
-def check_finite_matrix(X, name: str = "X") -> np.ndarray:
-    """Validate a dense (N, D) real data matrix; return it as C-contiguous float64."""
+def check_finite_matrix(X, name: str = "X", dim: int | None = None, family: Family | None = None) -> np.ndarray:
+    """Validate a dense (N, D) real data matrix (with ``D == dim`` if given, the dimension of
+    ``family``'s prior); return it as C-contiguous float64."""
     if hasattr(X, "tocsr"):
         raise TypeError(f"{name} is a sparse matrix; this family needs a dense (N, D) array")
     try:
@@ -184,6 +185,8 @@ def check_finite_matrix(X, name: str = "X") -> np.ndarray:
         r, c = np.argwhere(bad)[0]
         kind = "NaN" if np.isnan(arr[r, c]) else "inf"
         raise ValueError(f"{name} contains {int(bad.sum())} non-finite value(s) ({kind} at row {r}, column {c})")
+    if dim is not None and arr.shape[1] != dim:
+        raise ValueError(f"{name} has dimension {arr.shape[1]} but the {type(family).__name__} prior has dimension {dim}")
     return arr
 
 

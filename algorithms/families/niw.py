@@ -154,10 +154,7 @@ class NormalInverseWishart(Family):
 
     # ---- data ----------------------------------------------------------------------
     def validate(self, X):
-        X = check_finite_matrix(X)
-        if X.shape[1] != self.dim:
-            raise ValueError(f"X has dimension {X.shape[1]} but the NormalInverseWishart prior has dimension {self.dim}")
-        return X
+        return check_finite_matrix(X, dim=self.dim, family=self)
 
     def _centre(self, X):
         return np.ascontiguousarray(X - self.mu0)
@@ -315,17 +312,23 @@ def _chol_rank1(L, k, v, sign):
             v[i] = c * v[i] - s * L[k, i, j]
 
 
+@kernel(inline="always")
+def _shift_point(kappa, mean, L, v, x, k, sign):
+    """Point ``x`` joins (``sign = 1``) or leaves (``sign = -1``) cluster k: its kappa,
+    mean and the Cholesky factor of Psi_n by a rank-1 update or downdate (``v`` is scratch)."""
+    kap = kappa[k]
+    f = math.sqrt(kap / (kap + sign))
+    for d in range(x.shape[0]):
+        v[d] = f * (x[d] - mean[k, d])
+        mean[k, d] = (kap * mean[k, d] + sign * x[d]) / (kap + sign)
+    _chol_rank1(L, k, v, sign)
+    kappa[k] = kap + sign
+
+
 @kernel
 def niw_add(table, hyper, data, i, k):
     n, kappa, mean, L, const, v, _, _ = table
-    x = data[0][i]
-    kap = kappa[k]
-    f = math.sqrt(kap / (kap + 1.0))
-    for d in range(x.shape[0]):
-        v[d] = f * (x[d] - mean[k, d])
-        mean[k, d] = (kap * mean[k, d] + x[d]) / (kap + 1.0)
-    _chol_rank1(L, k, v, 1.0)
-    kappa[k] = kap + 1.0
+    _shift_point(kappa, mean, L, v, data[0][i], k, 1.0)
     n[k] += 1
     _refresh_const(table, hyper, k)
 
@@ -351,13 +354,7 @@ def niw_remove(table, hyper, data, i, k):
             for b in range(D):
                 L[k, a, b] = L0[a, b]
     else:
-        kap = kappa[k]
-        f = math.sqrt(kap / (kap - 1.0))
-        for d in range(D):
-            v[d] = f * (x[d] - mean[k, d])
-            mean[k, d] = (kap * mean[k, d] - x[d]) / (kap - 1.0)
-        _chol_rank1(L, k, v, -1.0)
-        kappa[k] = kap - 1.0
+        _shift_point(kappa, mean, L, v, x, k, -1.0)
     _refresh_const(table, hyper, k)
 
 

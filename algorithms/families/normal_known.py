@@ -61,10 +61,7 @@ class NormalKnownCovariance(Family):
         return cls(sigma if sigma is not None else 0.1 * spread, X.mean(axis=0), spread)
 
     def validate(self, X):
-        X = check_finite_matrix(X)
-        if X.shape[1] != self.dim:
-            raise ValueError(f"X has dimension {X.shape[1]} but the NormalKnownCovariance prior has dimension {self.dim}")
-        return X
+        return check_finite_matrix(X, dim=self.dim, family=self)
 
     def _centre(self, X):
         return np.ascontiguousarray(X - self.mu0)
