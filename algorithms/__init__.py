@@ -49,12 +49,23 @@ def get(name: str) -> type[Sampler]:
     return getattr(importlib.import_module(module), cls)
 
 
-def make(name: str, family, alpha: float = 1.0, seed: int = 0, backend=None, **options) -> Sampler:
-    """Build the sampler ``name`` for ``family`` with concentration ``alpha`` and ``seed``.
+def make(name: str, family, **kwargs) -> Sampler:
+    """Build the sampler ``name`` for ``family``.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (see :func:`available`).
+    family : algorithms.families.Family
+        The conjugate family (the prior).
+    **kwargs
+        ``alpha`` (DP concentration), ``seed``, ``backend`` and the algorithm's options, as
+        :class:`Sampler` takes them; the defaults and constraints of ``alpha`` and ``seed``
+        are in :data:`algorithms.constraints.RUN_PARAMETERS`.
 
     Unknown names and options raise with the list of valid ones.
     """
-    return get(name)(family, alpha=alpha, seed=seed, backend=backend, **options)
+    return get(name)(family, **kwargs)
 
 
 __all__ = ["available", "get", "make", "Sampler", "State",

@@ -18,15 +18,13 @@ Example
 """
 from __future__ import annotations
 
-import math
-import numbers
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
 import numpy as np
 
 from .backends import Backend, SerialBackend
-from .constraints import Option, resolve_options
+from .constraints import RUN_DEFAULTS, Option, check_parameter, resolve_options
 from .families import Family
 from .families._base import check_labels
 from .state import State
@@ -42,34 +40,56 @@ class Sampler(ABC):
     #: compute in-process and refuse one
     supports_backend: ClassVar[bool] = False
 
-    def __init__(self, family: Family, alpha: float = 1.0, seed: int = 0, backend=None, **options):
+    def __init__(self, family: Family, alpha: float = RUN_DEFAULTS["alpha"],
+                 seed: int = RUN_DEFAULTS["seed"], backend=None, **options):
         if not isinstance(family, Family):
             raise TypeError(f"family must be an algorithms.families.Family instance, got {type(family).__name__}")
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
-            raise TypeError(f"alpha must be a finite number, got {alpha!r}")
-        if alpha <= 0:
-            raise ValueError(f"alpha must be > 0, got {alpha}")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        if self.supports_backend:
-            if backend is None:
-                backend = SerialBackend()
-            elif not isinstance(backend, Backend):
-                raise TypeError(f"backend must be an algorithms.backends.Backend, got {type(backend).__name__}")
-        elif backend is not None:
-            raise ValueError(f"{self.name!r} runs in-process only; backend={backend!r} is not supported")
-        self.backend = backend
+        # The one check of alpha and seed (constraints.RUN_PARAMETERS): the kernels take them as they are.
+        self.alpha = check_parameter("alpha", alpha)
+        self.seed = check_parameter("seed", seed)
         self.family = family
-        self.alpha = float(alpha)
-        self.seed = int(seed)
         self.params = resolve_options(self.name, self.options, options)
+        self.backend = None
+        if backend is not None:
+            self.attach_backend(backend)
+        elif self.supports_backend:
+            self.backend = SerialBackend()
+
+    def attach_backend(self, backend: Backend) -> Sampler:
+        """Run the map steps of this sampler on ``backend`` from its next ``init`` on.
+
+        The run driver builds a sampler (so every argument is checked) before it starts a
+        cluster, then attaches the cluster's backend.
+
+        Parameters
+        ----------
+        backend : algorithms.backends.Backend
+
+        Returns
+        -------
+        Sampler
+            ``self``.
+
+        Raises
+        ------
+        ValueError
+            The sampler computes in-process only (``supports_backend`` is False).
+        TypeError
+            ``backend`` is not a Backend.
+        """
+        if not self.supports_backend:
+            raise ValueError(f"{self.name!r} runs in-process only; backend={backend!r} is not supported")
+        if not isinstance(backend, Backend):
+            raise TypeError(f"backend must be an algorithms.backends.Backend, got {type(backend).__name__}")
+        self.backend = backend
+        return self
 
     def __repr__(self):
         opts = "".join(f", {k}={v!r}" for k, v in self.params.items())
         return f"{self.name}(family={self.family!r}, alpha={self.alpha:g}, seed={self.seed}{opts})"
 
     # ---- the public contract -------------------------------------------------------
-    def init(self, X, init_clusters: int = 1, labels=None) -> State:
+    def init(self, X, init_clusters: int = RUN_DEFAULTS["init_clusters"], labels=None) -> State:
         """Validate ``X`` and start a chain.
 
         Parameters
@@ -85,9 +105,9 @@ class Sampler(ABC):
         N = self.family.n_points(X)
         rng = np.random.default_rng(self.seed)
         if labels is None:
-            if isinstance(init_clusters, bool) or not isinstance(init_clusters, numbers.Integral):
-                raise TypeError(f"init_clusters must be an integer, got {init_clusters!r}")
-            if not 1 <= init_clusters <= N:
+            # The one check of init_clusters; its upper bound is known only here.
+            init_clusters = check_parameter("init_clusters", init_clusters)
+            if init_clusters > N:
                 raise ValueError(f"init_clusters must be between 1 and N = {N}, got {init_clusters}")
             labels = np.empty(N, dtype=np.int64)
             labels[rng.permutation(N)] = np.arange(N) % init_clusters

@@ -274,8 +274,8 @@ class _Consolidation(Sampler):
     #: how new components are consolidated: "progressive" or "hungarian"
     policy: ClassVar[str] = "progressive"
 
-    def __init__(self, family, alpha=1.0, seed=0, backend=None, **options):
-        super().__init__(family, alpha=alpha, seed=seed, backend=backend, **options)
+    def __init__(self, family, **kwargs):
+        super().__init__(family, **kwargs)
         self.model = family_model(family)
         self.log_alpha = math.log(self.alpha)
 

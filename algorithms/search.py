@@ -43,7 +43,7 @@ from . import _dispatch as dispatch
 from . import _search_kernels as sk
 from .base import Sampler
 from .collapsed import prior_predictive
-from .constraints import Interval, OneOf, Option
+from .constraints import RUN_DEFAULTS, Interval, OneOf, Option, check_parameter
 from .partitions import canonical, cluster_sizes, compact, log_crp_prior
 from .state import State
 
@@ -146,7 +146,7 @@ def search_order(lpp: np.ndarray, order: str, rng: np.random.Generator | None = 
     raise ValueError(f"order must be one of {list(ORDERS)}, got {order!r}")
 
 
-def map_search(X, family, alpha: float = 1.0, heuristic: str = "inadmissible", beam: int = 100,
+def map_search(X, family, alpha: float = RUN_DEFAULTS["alpha"], heuristic: str = "inadmissible", beam: int = 100,
                order: str = "increasing", prior: str = "eppf", rng: np.random.Generator | None = None) -> SearchResult:
     """Best-first / beam search for the MAP partition (Daumé 2007).
 
@@ -203,8 +203,7 @@ def map_search(X, family, alpha: float = 1.0, heuristic: str = "inadmissible", b
 
 
 def _check_arguments(alpha, heuristic, beam, order, prior):
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha > 0 or not math.isfinite(alpha):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    check_parameter("alpha", alpha)
     for name, value, allowed in (("heuristic", heuristic, HEURISTICS), ("order", order, ORDERS),
                                  ("prior", prior, PRIORS)):
         if value not in allowed:

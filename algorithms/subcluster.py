@@ -162,7 +162,7 @@ class SubClusters(Sampler):
                          "random split/merge pair (exact MH) or DPMMSubClusters pairwise merges (approximate)"),
         # a fixed number: a count that depends on the state (e.g. one per cluster) biases the chain
         "random_moves": Option(5, Interval(int, 0), "random split/merge proposals per step"),
-        "random_split_prob": Option(0.01, Interval(float, 0.0, 1.0, low_open=True),
+        "random_split_prob": Option(0.01, Interval(float, 0.0, 1.0, closed="right"),
                                     "probability that a random proposal is a split"),
         # measured: from random halves the sub-clusters take many iterations to break their
         # symmetry (100k x 2-D, 10 clusters: stuck at 4 clusters after 8 s; principal: all 10)

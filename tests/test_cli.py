@@ -37,8 +37,8 @@ def two_clusters(n=30, seed=0):
 
 def chain(name="gibbs", iterations=5, seed=0, truth=True, **kwargs):
     X, labels, fam = two_clusters()
-    s = algorithms.make(name, family=fam, alpha=1.0, seed=seed)
-    return run_chain(s, X, fam, 1.0, iterations, truth=labels if truth else None, **kwargs)
+    s = algorithms.make(name, family=fam, seed=seed)
+    return run_chain(s, X, iterations, truth=labels if truth else None, **kwargs)
 
 
 class Wrapped:
@@ -46,7 +46,7 @@ class Wrapped:
 
     def __init__(self, sampler, delay=0.0, info=None):
         self.sampler, self.delay, self.info = sampler, delay, info
-        self.name, self.seed = sampler.name, sampler.seed
+        self.name, self.seed, self.family, self.alpha = sampler.name, sampler.seed, sampler.family, sampler.alpha
 
     def init(self, X, init_clusters=1, labels=None):
         return self.sampler.init(X, init_clusters=init_clusters, labels=labels)
@@ -87,7 +87,7 @@ def test_same_seed_same_trace_and_warmup_changes_nothing():
 def test_time_budget_stops_early():
     X, truth, fam = two_clusters()
     s = Wrapped(algorithms.make("gibbs", family=fam, seed=0), delay=0.05)
-    df = run_chain(s, X, fam, 1.0, 100, time_budget=0.12, warmup=False)
+    df = run_chain(s, X, 100, time_budget=0.12, warmup=False)
     assert 2 <= len(df) - 1 <= 5  # ~3 steps of 0.05 s exceed 0.12 s
     assert df["time_s"].iloc[-1] > 0.12
 
@@ -111,7 +111,7 @@ def test_extra_info_columns_after_the_fixed_ones():
         return {"accepted_splits": it, "note": "x"} if it % 2 else {"queue": 1.5}
 
     s = Wrapped(algorithms.make("gibbs", family=fam, seed=0), info=info)
-    df = run_chain(s, X, fam, 1.0, 4, warmup=False)
+    df = run_chain(s, X, 4, warmup=False)
     assert list(df.columns) == list(TRACE_COLUMNS) + ["accepted_splits", "queue"]
     np.testing.assert_array_equal(df["accepted_splits"], [np.nan, 1, np.nan, 3, np.nan])
     np.testing.assert_array_equal(df["queue"], [np.nan, np.nan, 1.5, np.nan, 1.5])
@@ -125,7 +125,7 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="NaN|finite"):
         X, truth, fam = two_clusters()
         X[3, 1] = np.nan
-        run_chain(algorithms.make("gibbs", family=fam), X, fam, 1.0, 2)
+        run_chain(algorithms.make("gibbs", family=fam), X, 2)
 
 
 # ---- trace files -----------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
     path = tmp_path / "data.npz"
     save(data, path)
     trace, meta = driver.run("gibbs", name, 3, seed=1, data_file=path)
-    local = run_chain(algorithms.make("gibbs", family=data.family, seed=1), data.X, data.family, 1.0, 3,
+    local = run_chain(algorithms.make("gibbs", family=data.family, seed=1), data.X, 3,
                       truth=data.labels, dataset=data.name)
     cols = ["dataset", "iteration", "log_joint", "n_clusters", "vi"]
     pd.testing.assert_frame_equal(trace[cols], local[cols])

@@ -136,7 +136,7 @@ def test_unreachable_or_malformed_scheduler_fails_fast(monkeypatch):
 def test_serial_run_is_one_task_in_a_worker_and_startup_is_off_the_clock(monkeypatch):
     data = datasets.load("synth-chang2013?n=300")
     # The same chain in this process: it also leaves every kernel in numba's disk cache.
-    local = driver.run_chain(algorithms.make("gibbs", family=data.family, seed=4), data.X, data.family, 1.0, 4,
+    local = driver.run_chain(algorithms.make("gibbs", family=data.family, seed=4), data.X, 4,
                              truth=data.labels, dataset=data.name)
 
     slow_start = 1.5

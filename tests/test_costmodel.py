@@ -159,7 +159,7 @@ def traces(tmp_path_factory):
                 backend = None if name == "gibbs" else SerialBackend(workers)
                 sampler = algorithms.make(name, family=data.family, alpha=1.0, seed=seed,
                                           **({"backend": backend} if backend else {}))
-                trace = driver.run_chain(sampler, data.X, data.family, 1.0, ITERATIONS, truth=data.labels,
+                trace = driver.run_chain(sampler, data.X, ITERATIONS, truth=data.labels,
                                          dataset=data.name, workers=workers)
                 meta = {"algorithm": name, "options": sampler.params,
                         "backend": backend.describe() if backend else "serial: one task"}

@@ -133,7 +133,7 @@ class Keep:
     def __init__(self, sampler):
         self.sampler = sampler
         self.state = None
-        self.name, self.seed, self.family = sampler.name, sampler.seed, sampler.family
+        self.name, self.seed, self.family, self.alpha = sampler.name, sampler.seed, sampler.family, sampler.alpha
 
     def __deepcopy__(self, memo):  # the driver's warm-up copy
         return Keep(deepcopy(self.sampler, memo))
@@ -151,7 +151,7 @@ def run(name, backend, iterations, seed=4, **options):
     """Trace and last state of ``name`` on the test data set, through the driver."""
     ds = datasets.load(DATASET)
     sampler = Keep(algorithms.make(name, family=ds.family, alpha=1.0, seed=seed, backend=backend, **options))
-    trace = run_chain(sampler, ds.X, ds.family, 1.0, iterations, truth=ds.labels, init_clusters=2, dataset=ds.name,
+    trace = run_chain(sampler, ds.X, iterations, truth=ds.labels, init_clusters=2, dataset=ds.name,
                       workers=2)
     return ds, trace, sampler.state
 

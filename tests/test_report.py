@@ -70,7 +70,7 @@ def traces(tmp_path_factory, scheduler):
     data = datasets.load(DATA)
     for seed in SEEDS:  # no ground truth: the report must leave VI out
         sampler = algorithms.make("gibbs", family=data.family, seed=seed)
-        trace = driver.run_chain(sampler, data.X, data.family, 1.0, ITERATIONS, dataset="unlabelled-blobs")
+        trace = driver.run_chain(sampler, data.X, ITERATIONS, dataset="unlabelled-blobs")
         meta = {"algorithm": "gibbs", "options": sampler.params, **environment()}
         paths.append(write_trace(trace, out / "unlabelled" / "gibbs" / f"seed{seed}.csv", meta))
 
@@ -245,7 +245,7 @@ def scaling_traces(tmp_path_factory):
     for name, workers in (("gibbs", 1), ("auxvar", 1), ("auxvar", 2), ("cons-prog", 2), ("slice-mr", 2)):
         backend = None if name == "gibbs" else SerialBackend(workers)
         sampler = algorithms.make(name, family=data.family, seed=0, **({"backend": backend} if backend else {}))
-        trace = driver.run_chain(sampler, data.X, data.family, 1.0, 2 * ITERATIONS, truth=data.labels,
+        trace = driver.run_chain(sampler, data.X, 2 * ITERATIONS, truth=data.labels,
                                  dataset=data.name, workers=workers)
         if name == "slice-mr":
             trace = trace.drop(columns=["compute_s", "compute_max_s", "workers_lost"])

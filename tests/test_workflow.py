@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from contextlib import suppress
+from numbers import Integral
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from dpmmbench import algorithms
+from dpmmbench.algorithms.constraints import RUN_PARAMETERS, check_parameter
 from dpmmbench.reports.traces import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +43,7 @@ def expected_grid(config):
     workers = sorted(workers) if isinstance(workers, list) else [workers]
     grid = []
     for name, spec in [(n, {"algorithm": n}) for n in names] + list(config.get("variants", {}).items()):
-        counts = workers if getattr(algorithms.get(spec["algorithm"]), "supports_backend", False) else workers[:1]
+        counts = workers if algorithms.get(spec["algorithm"]).supports_backend else workers[:1]
         grid += [(d, name, w) for d in spec.get("datasets", config["datasets"]) for w in counts]
     return grid
 
@@ -121,6 +123,40 @@ def test_bad_config_stops_before_any_job(tmp_path, edit, message):
     assert res.returncode != 0
     assert message in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_config_schema_agrees_with_the_run_parameters():
+    """The schema is the config file's boundary, RUN_PARAMETERS the runs': every run parameter
+    the schema admits is a valid run parameter (the config may narrow a constraint, never
+    widen it), and the schema declares no default of its own."""
+    schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
+    props = schema["properties"]
+    variant = props["variants"]["additionalProperties"]["properties"]
+    dask = props["dask"]["properties"]
+    nodes = {
+        "seed": [props["seeds"]["items"]],
+        "iterations": [props["iterations"], variant["iterations"]],
+        "time_budget": [props["time_budget"], variant["time_budget"]],
+        "alpha": [props["alpha"]],
+        "init_clusters": [props["init_clusters"]],
+        "workers": [form.get("items", form) for form in dask["workers"]["oneOf"]],
+        "threads": [dask["threads"]],
+    }
+    assert set(nodes) == set(RUN_PARAMETERS)
+    assert "default" not in dask["workers"]
+    for name, found in nodes.items():
+        constraint = RUN_PARAMETERS[name].constraint
+        (interval,) = [c for c in (constraint if isinstance(constraint, list) else [constraint]) if c is not None]
+        for node in found:
+            assert "default" not in node, name
+            assert node["type"] == ("integer" if issubclass(interval.type, Integral) else "number"), name
+            if "minimum" in node:
+                check_parameter(name, node["minimum"])  # the schema's least value is valid
+            elif "exclusiveMinimum" in node:
+                assert interval.left is None or node["exclusiveMinimum"] >= interval.left, name
+            else:
+                assert interval.left is None, f"{name}: the schema has no lower bound"
+            assert "maximum" not in node and "exclusiveMaximum" not in node and interval.right is None, name
 
 
 def test_unknown_algorithm_in_config_is_named(tmp_path):

@@ -53,7 +53,12 @@ def parse_option(text: str) -> tuple[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``dpmmbench`` (``run`` and ``list`` subcommands)."""
+    """The argument parser of ``dpmmbench`` (``run``, ``summarize``, ``report`` and ``list``).
+
+    The run parameters' defaults come from :data:`algorithms.constraints.RUN_DEFAULTS`;
+    their values are checked where the run is specified (:func:`workflows.driver.run`), not here.
+    """
+    from dpmmbench.algorithms.constraints import RUN_DEFAULTS as default
     parser = _Parser(prog="dpmmbench", description="Benchmark suite for Dirichlet process mixture model inference.")
     parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors (debugging)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -70,18 +75,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--iterations", required=True, type=int, metavar="N", help="number of sampler steps")
     run.add_argument("--seed", required=True, type=int, metavar="S", help="seed of the chain")
     run.add_argument("--out", required=True, metavar="PATH", help="trace file: .parquet or .csv")
-    run.add_argument("--workers", type=int, default=1, metavar="W", help="number of Dask workers (default 1)")
-    run.add_argument("--threads", type=int, default=1, metavar="T",
-                     help="threads per worker of the embedded Dask cluster, for Dask and numba/BLAS (default 1)")
+    run.add_argument("--workers", type=int, default=default["workers"], metavar="W",
+                     help="number of Dask workers (default %(default)s)")
+    run.add_argument("--threads", type=int, default=default["threads"], metavar="T",
+                     help="threads per worker of the embedded Dask cluster, for Dask and numba/BLAS "
+                          "(default %(default)s)")
     run.add_argument("--name", metavar="NAME",
                      help="name of the run in the trace's algorithm column, e.g. a workflow variant "
                           "(default: --algorithm)")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="existing Dask scheduler, e.g. tcp://host:8786 (default: $DASK_SCHEDULER_ADDRESS)")
-    run.add_argument("--time-budget", type=float, metavar="SECONDS",
-                     help="stop once the cumulative sampler time exceeds this")
-    run.add_argument("--alpha", type=float, default=1.0, metavar="A", help="DP concentration (default 1)")
-    run.add_argument("--init-clusters", type=int, default=1, metavar="K", help="initial clusters (default 1)")
+    run.add_argument("--time-budget", type=float, default=default["time_budget"], metavar="SECONDS",
+                     help="stop once the cumulative sampler time exceeds this (default: no limit)")
+    run.add_argument("--alpha", type=float, default=default["alpha"], metavar="A",
+                     help="DP concentration (default %(default)s)")
+    run.add_argument("--init-clusters", type=int, default=default["init_clusters"], metavar="K",
+                     help="initial clusters (default %(default)s)")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="algorithm option, repeatable (values parsed as int, then float, else string)")
     run.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,

@@ -19,9 +19,10 @@ Example
 """
 from __future__ import annotations
 
-import numbers
 import os
 from contextlib import contextmanager, suppress
+
+from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
 
 #: seconds to wait for an existing scheduler before giving up
 SCHEDULER_TIMEOUT = 5.0
@@ -86,7 +87,7 @@ def check_address(address) -> str:
 
 
 @contextmanager
-def dask_client(workers=1, threads=1, scheduler=None):
+def dask_client(workers=RUN_DEFAULTS["workers"], threads=RUN_DEFAULTS["threads"], scheduler=None):
     """A ``distributed.Client`` for one run: on an existing cluster, or on an embedded one.
 
     Parameters
@@ -114,8 +115,10 @@ def dask_client(workers=1, threads=1, scheduler=None):
     ConnectionError
         The scheduler did not answer within :data:`SCHEDULER_TIMEOUT` seconds.
     """
-    workers = _check_count("workers", workers)
-    threads = _check_count("threads", threads)
+    # A public entry point of its own (also used without the driver), so it checks its
+    # arguments, against the same declarations as a run's.
+    workers = check_parameter("workers", workers)
+    threads = check_parameter("threads", threads)
     address = scheduler_address(scheduler)
     if address is not None:
         client = connect(address)
@@ -189,8 +192,9 @@ def describe(client) -> dict:
 
 
 def thread_environment(threads: int) -> dict[str, str]:
-    """The environment that gives a worker's numerical libraries ``threads`` threads."""
-    return {name: str(_check_count("threads", threads)) for name in THREAD_VARIABLES}
+    """The environment that gives a worker's numerical libraries ``threads`` threads (a count
+    :func:`dask_client` has checked)."""
+    return {name: str(threads) for name in THREAD_VARIABLES}
 
 
 def _local_cluster(workers: int, threads: int):
@@ -229,11 +233,3 @@ def _environ(values: dict[str, str]):
                     del os.environ[name]
             else:
                 os.environ[name] = value
-
-
-def _check_count(name, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return int(value)

@@ -8,7 +8,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from dpmmbench import algorithms
 from dpmmbench import datasets
-from dpmmbench.algorithms.constraints import resolve_options
+from dpmmbench.algorithms.constraints import RUN_DEFAULTS, resolve_options
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
@@ -60,10 +60,9 @@ def worker_counts(name):
     """Worker counts a run is made with. A serial algorithm computes in one task whatever
     the cluster size, so it runs once, with the smallest count; an algorithm that shards
     its data (``supports_backend``) runs with every count of ``dask.workers``."""
-    counts = config.get("dask", {}).get("workers", 1)
+    counts = config.get("dask", {}).get("workers", RUN_DEFAULTS["workers"])
     counts = sorted(counts) if isinstance(counts, list) else [counts]
-    cls = algorithms.get(run_spec(name)["algorithm"])
-    return counts if getattr(cls, "supports_backend", False) else counts[:1]
+    return counts if algorithms.get(run_spec(name)["algorithm"]).supports_backend else counts[:1]
 
 
 def run_names():
@@ -87,7 +86,7 @@ def run_threads(wildcards):
     job that only drives an existing cluster."""
     if config.get("dask", {}).get("scheduler"):
         return 1
-    return int(wildcards.workers) * config.get("dask", {}).get("threads", 1)
+    return int(wildcards.workers) * config.get("dask", {}).get("threads", RUN_DEFAULTS["threads"])
 
 
 def run_args(wildcards, input):
@@ -96,8 +95,9 @@ def run_args(wildcards, input):
     spec = run_spec(wildcards.algorithm)
     dask = config.get("dask", {})
     args = ["--algorithm", spec["algorithm"], "--dataset", config["datasets"][wildcards.dataset],
-            "--iterations", spec["iterations"], "--alpha", config.get("alpha", 1.0),
-            "--init-clusters", config.get("init_clusters", 1), "--threads", dask.get("threads", 1)]
+            "--iterations", spec["iterations"], "--alpha", config.get("alpha", RUN_DEFAULTS["alpha"]),
+            "--init-clusters", config.get("init_clusters", RUN_DEFAULTS["init_clusters"]),
+            "--threads", dask.get("threads", RUN_DEFAULTS["threads"])]
     if spec["time_budget"] is not None:
         args += ["--time-budget", spec["time_budget"]]
     if wildcards.algorithm != spec["algorithm"]:

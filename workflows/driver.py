@@ -10,8 +10,8 @@ Example
 >>> from algorithms.families import NormalKnownCovariance
 >>> X = np.array([[-2.0], [-1.8], [2.1], [2.3]])
 >>> fam = NormalKnownCovariance(0.5, [0.0], 3.0)
->>> s = algorithms.make("gibbs", family=fam, alpha=1.0, seed=0)
->>> df = run_chain(s, X, fam, 1.0, iterations=5)
+>>> s = algorithms.make("gibbs", family=fam, seed=0)
+>>> df = run_chain(s, X, iterations=5)
 >>> list(df["iteration"])
 [0, 1, 2, 3, 4, 5]
 """
@@ -23,6 +23,7 @@ import secrets
 import sys
 import time
 from copy import deepcopy
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,20 +31,58 @@ import numpy as np
 import pandas as pd
 
 from dpmmbench import algorithms
+from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
 from dpmmbench.reports.metrics import log_joint, n_clusters, vi
 from dpmmbench.reports.traces import COMM_COLUMNS, trace_frame
 
 from .provenance import environment, process_facts
 
 
+# ---- what a run is asked to do ------------------------------------------------------------
+@dataclass(frozen=True)
+class RunSpec:
+    """The loop and cluster parameters of a run, checked once, when the spec is built.
+
+    Their defaults and constraints are declared in
+    :data:`algorithms.constraints.RUN_PARAMETERS`; ``alpha`` and ``seed`` are checked by the
+    sampler that takes them, ``init_clusters`` by its ``init``.
+
+    Parameters
+    ----------
+    iterations : int
+        Number of sampler steps (>= 0).
+    time_budget : float, optional
+        Stop before the next step once the cumulative sampler time exceeds this many seconds.
+    workers : int
+        Number of Dask workers (>= 1).
+    threads : int
+        Threads per embedded Dask worker (>= 1).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A value outside its constraint; the message names the parameter.
+    """
+
+    iterations: int
+    time_budget: float | None = RUN_DEFAULTS["time_budget"]
+    workers: int = RUN_DEFAULTS["workers"]
+    threads: int = RUN_DEFAULTS["threads"]
+
+    def __post_init__(self):
+        for field in fields(self):
+            object.__setattr__(self, field.name, check_parameter(field.name, getattr(self, field.name)))
+
+
 # ---- the chain ----------------------------------------------------------------------
-def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=None,
-              init_clusters=1, progress=False, labels=None, *, dataset="", workers=1,
-              warmup=True, name=None) -> pd.DataFrame:
+def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time_budget"],
+              init_clusters=RUN_DEFAULTS["init_clusters"], progress=False, labels=None, *, dataset="",
+              workers=RUN_DEFAULTS["workers"], warmup=True, name=None) -> pd.DataFrame:
     """Run ``sampler`` for ``iterations`` steps on ``X`` and return its trace.
 
     Only the sampler's ``init`` and ``step`` calls are timed; scoring happens between them,
-    off the clock, with the shared scorer of :mod:`reports.metrics`.
+    off the clock, with the shared scorer of :mod:`reports.metrics`, under the sampler's
+    own ``family`` and ``alpha``.
 
     Parameters
     ----------
@@ -51,10 +90,6 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
         A sampler from :func:`algorithms.make`.
     X : array_like or scipy.sparse.csr_matrix
         The data, as the sampler's family expects it.
-    family : algorithms.families.Family
-        The family the partition is scored with (normally ``sampler.family``).
-    alpha : float
-        DP concentration the partition is scored with (normally ``sampler.alpha``).
     iterations : int
         Number of ``step`` calls (>= 0).
     truth : array_like of int, optional
@@ -62,7 +97,7 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
     time_budget : float, optional
         Stop before the next step once the cumulative sampler time exceeds this many seconds.
     init_clusters : int
-        Number of initial clusters, passed to ``sampler.init``.
+        Number of initial clusters, passed to (and checked by) ``sampler.init``.
     progress : bool
         Show a tqdm progress bar on stderr.
     labels : array_like of int, optional
@@ -87,9 +122,23 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
         cumulative sampler time; ``bytes_sent``, ``bytes_received`` and ``messages`` are
         taken from ``state.info`` and are 0 when the sampler does not report them (the
         serial in-process backend sends nothing).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad ``iterations``, ``time_budget`` or ``workers`` (see :class:`RunSpec`), or bad
+        data, truth or initial partition.
     """
-    iterations = _check_int("iterations", iterations, low=0)
-    time_budget = _check_time_budget(time_budget)
+    spec = RunSpec(iterations, time_budget=time_budget, workers=workers)
+    return _run_chain(sampler, X, spec, truth=truth, init_clusters=init_clusters, progress=progress,
+                      labels=labels, dataset=dataset, warmup=warmup, name=name)
+
+
+def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_clusters"], progress=False,
+               labels=None, dataset="", warmup=True, name=None) -> pd.DataFrame:
+    """:func:`run_chain` with its loop parameters in an already checked :class:`RunSpec`."""
+    family, alpha = sampler.family, sampler.alpha
+    iterations, time_budget = spec.iterations, spec.time_budget
     X = family.validate(X)
     if truth is not None:
         truth = np.asarray(truth)
@@ -100,7 +149,7 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
         warm_up(sampler, X, init_clusters)
 
     rows = []
-    fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
+    fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": spec.workers}
 
     def record(iteration, state, elapsed):
         z = state.labels
@@ -136,7 +185,7 @@ def run_chain(sampler, X, family, alpha, iterations, truth=None, time_budget=Non
     return trace_frame(rows)
 
 
-def warm_up(sampler, X, init_clusters=1, n_points=200, steps=2):
+def warm_up(sampler, X, init_clusters=RUN_DEFAULTS["init_clusters"], n_points=200, steps=2):
     """Run a copy of ``sampler`` for a few steps on the first ``n_points`` points.
 
     The first call of a numba kernel compiles it (or loads it from the cache), which can
@@ -173,9 +222,9 @@ def warm_up(sampler, X, init_clusters=1, n_points=200, steps=2):
 
 
 # ---- one run, by names ------------------------------------------------------------------
-def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_budget=None,
-        alpha=1.0, init_clusters=1, options=None, progress=False, warmup=True, threads=1, name=None,
-        data_file=None):
+def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_DEFAULTS["workers"], scheduler=None,
+        time_budget=RUN_DEFAULTS["time_budget"], alpha=RUN_DEFAULTS["alpha"], init_clusters=RUN_DEFAULTS["init_clusters"],
+        options=None, progress=False, warmup=True, threads=RUN_DEFAULTS["threads"], name=None, data_file=None):
     """Run ``algorithm`` on the registered ``dataset`` on Dask; return its trace and provenance.
 
     Every run goes through :func:`workflows.cluster.dask_client`: an existing cluster
@@ -184,6 +233,13 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
     sampler runs as one task in a worker process (the data are scattered to it); a sampler
     that supports a backend (``supports_backend``) runs its master loop here and its shards
     on the workers. Cluster start-up and data transfer are never part of ``time_s``.
+
+    Every parameter is checked once, before any data are loaded or a cluster starts:
+    ``iterations``, ``time_budget``, ``workers`` and ``threads`` here (:class:`RunSpec`),
+    ``alpha``, ``seed`` and ``options`` by the sampler, which is built once; only
+    ``init_clusters``, whose upper bound is the number of points, is checked when the chain
+    starts (``Sampler.init``). Defaults and constraints:
+    :data:`algorithms.constraints.RUN_PARAMETERS`.
 
     Parameters
     ----------
@@ -208,7 +264,7 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
     alpha : float
         DP concentration (> 0).
     init_clusters : int
-        Number of initial clusters (>= 1).
+        Number of initial clusters (between 1 and the number of points).
     options : dict, optional
         Algorithm options, e.g. ``{"truncation": 50}`` for ``fsd``.
     progress : bool
@@ -246,12 +302,7 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
 
     started = datetime.now(timezone.utc)
     clock = time.perf_counter()
-    iterations = _check_int("iterations", iterations, low=0)
-    seed = _check_int("seed", seed, low=0)
-    workers = _check_int("workers", workers, low=1)
-    threads = _check_int("threads", threads, low=1)
-    init_clusters = _check_int("init_clusters", init_clusters, low=1)
-    time_budget = _check_time_budget(time_budget)
+    spec = RunSpec(iterations, time_budget=time_budget, workers=workers, threads=threads)
     options = dict(options or {})
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -270,31 +321,29 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
         from dpmmbench.datasets.store import load_file
 
         data = load_file(Path(data_file), name=dataset)  # checks that it holds `dataset`
-    sampler = algorithms.make(algorithm, family=data.family, alpha=alpha, seed=seed, **options)
-    chain_args = {"alpha": alpha, "iterations": iterations, "truth": data.labels, "time_budget": time_budget,
-                  "init_clusters": init_clusters, "progress": progress, "dataset": data.name, "workers": workers,
+    sampler = cls(data.family, alpha=alpha, seed=seed, **options)  # the one build, the one check
+    chain_args = {"truth": data.labels, "init_clusters": init_clusters, "progress": progress, "dataset": data.name,
                   "name": name}
 
     entered = time.perf_counter()
-    with cluster.dask_client(workers=workers, threads=threads, scheduler=address) as client:
+    with cluster.dask_client(workers=spec.workers, threads=spec.threads, scheduler=address) as client:
         dask_meta = dict(cluster.describe(client), startup_s=time.perf_counter() - entered)
-        if getattr(cls, "supports_backend", False):
+        if sampler.supports_backend:
             # A sharded sampler: its master loop here, its shards resident on the workers
-            # (DESIGN "Execution model").
+            # (docs/design.md "Execution model").
             from dpmmbench.algorithms.backends import make_backend
 
-            backend = make_backend(workers, client)
-            sampler = algorithms.make(algorithm, family=data.family, alpha=alpha, seed=seed, backend=backend,
-                                      **options)
-            trace, worker_meta = _chain_task(sampler, data.X, data.family, warmup, chain_args)
+            backend = make_backend(spec.workers, client)
+            sampler.attach_backend(backend)
+            trace, worker_meta = _chain_task(sampler, data.X, spec, warmup, chain_args)
             backend_name = backend.describe()
         else:
             # A serial sampler: the whole chain is one task in a worker process. The data travel
             # once, as their own piece of data rather than inside the task (a large task graph
             # is slow to ship and Dask warns about it).
             X = client.scatter(data.X, hash=False)
-            future = client.submit(_chain_task, sampler, X, data.family, warmup, chain_args, pure=False,
-                                   key=f"chain-{algorithm}-{seed}-{secrets.token_hex(4)}")
+            future = client.submit(_chain_task, sampler, X, spec, warmup, chain_args, pure=False,
+                                   key=f"chain-{algorithm}-{sampler.seed}-{secrets.token_hex(4)}")
             trace, worker_meta = future.result()
             backend_name = "serial: one task in a Dask worker process"
         finished = time.perf_counter()
@@ -311,17 +360,17 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
         "data_file": None if data_file is None else str(data_file),
         "family": repr(data.family),
         "n_points": int(data.family.n_points(data.X)),
-        "seed": seed,
-        "alpha": alpha,
+        "seed": sampler.seed,
+        "alpha": sampler.alpha,
         "init_clusters": init_clusters,
-        "iterations_requested": iterations,
+        "iterations_requested": spec.iterations,
         "iterations": int(len(trace) - 1),
-        "time_budget": time_budget,
+        "time_budget": spec.time_budget,
         "time_s": float(trace["time_s"].iloc[-1]),
         "warmup": bool(warmup),
         "warmup_s": worker_meta.pop("warmup_s"),
-        "workers": workers,
-        "threads": threads,
+        "workers": spec.workers,
+        "threads": spec.threads,
         "backend": backend_name,
         "scheduler": dask_meta["scheduler"],
         "dask": dask_meta,
@@ -334,33 +383,15 @@ def run(algorithm, dataset, iterations, seed=0, workers=1, scheduler=None, time_
     return trace, meta
 
 
-def _chain_task(sampler, X, family, warmup, chain_args):
+def _chain_task(sampler, X, spec, warmup, chain_args):
     """Warm up and run one chain where this is called (a Dask worker for serial samplers);
-    return ``(trace, facts about the process)``. ``chain_args`` are :func:`run_chain`'s
+    return ``(trace, facts about the process)``. ``chain_args`` are :func:`_run_chain`'s
     keywords (a dict, not ``**kwargs``: ``Client.submit`` owns keywords such as ``workers``)."""
-    warmup_s = warm_up(sampler, family.validate(X), chain_args["init_clusters"]) if warmup else None
-    trace = run_chain(sampler, X, family, warmup=False, **chain_args)
+    warmup_s = warm_up(sampler, sampler.family.validate(X), chain_args["init_clusters"]) if warmup else None
+    trace = _run_chain(sampler, X, spec, warmup=False, **chain_args)
     return trace, dict(process_facts(), warmup_s=warmup_s)
 
 
-# ---- argument checks ----------------------------------------------------------------------
+# ---- helpers ------------------------------------------------------------------------------------
 def _is_number(value) -> bool:
     return isinstance(value, (numbers.Real, np.bool_)) and np.ndim(value) == 0
-
-
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
-
-def _check_time_budget(value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"time_budget must be a number of seconds, got {value!r}")
-    if not value > 0:  # also rejects NaN
-        raise ValueError(f"time_budget must be > 0 seconds, got {value}")
-    return float(value)

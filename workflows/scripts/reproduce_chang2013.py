@@ -43,7 +43,7 @@ def compare(n=100_000, budget=30.0, alpha=1.0, seed=0, names=ALGORITHMS, out=Non
     rows = []
     for algo in names:
         sampler = algorithms.make(algo, family=ds.family, alpha=alpha, seed=seed)
-        trace = run_chain(sampler, ds.X, ds.family, alpha, iterations=100_000, truth=ds.labels,
+        trace = run_chain(sampler, ds.X, iterations=100_000, truth=ds.labels,
                           time_budget=budget, init_clusters=1, dataset=name)
         if out is not None:
             write_trace(trace, Path(out) / f"{algo}.parquet", {"algorithm": algo, "dataset": name, "seed": seed})
