@@ -4,7 +4,7 @@ import os
 import shlex
 import sys
 
-from snakemake_interface_executor_plugins.settings import DeploymentMethod
+from snakemake.settings.types import DeploymentMethod
 
 from dpmmbench import algorithms
 from dpmmbench import datasets
