@@ -223,8 +223,9 @@ def warm_up(sampler, X, init_clusters=RUN_DEFAULTS["init_clusters"], n_points=20
 
 # ---- one run, by names ------------------------------------------------------------------
 def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_DEFAULTS["workers"], scheduler=None,
-        time_budget=RUN_DEFAULTS["time_budget"], alpha=RUN_DEFAULTS["alpha"], init_clusters=RUN_DEFAULTS["init_clusters"],
-        options=None, progress=False, warmup=True, threads=RUN_DEFAULTS["threads"], name=None, data_file=None):
+        time_budget=RUN_DEFAULTS["time_budget"], alpha=RUN_DEFAULTS["alpha"],
+        init_clusters=RUN_DEFAULTS["init_clusters"], options=None, progress=False, warmup=True,
+        threads=RUN_DEFAULTS["threads"], name=None, data_file=None):
     """Run ``algorithm`` on the registered ``dataset`` on Dask; return its trace and provenance.
 
     Every run goes through :func:`workflows.cluster.dask_client`: an existing cluster

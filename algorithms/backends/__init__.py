@@ -17,6 +17,7 @@ clusters. Communication is counted by serialising what crosses the wire (see
 """
 from __future__ import annotations
 
+from ..constraints import RUN_DEFAULTS
 from .base import (
     Backend,
     Shard,
@@ -30,7 +31,7 @@ from .dask_backend import DaskBackend
 from .serial import SerialBackend
 
 
-def make_backend(workers: int = 1, client=None) -> Backend:
+def make_backend(workers: int = RUN_DEFAULTS["workers"], client=None) -> Backend:
     """The backend of a run with ``workers`` workers.
 
     Parameters
