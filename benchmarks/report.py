@@ -27,6 +27,7 @@ import numba
 import numpy as np
 
 from benchmarks import common
+from dpmmbench.reports.results_doc import perf_table
 
 
 def _shape(n, dim, k):
@@ -128,19 +129,6 @@ def machine_info() -> dict:
                 numpy=np.__version__, numba=numba.__version__)
 
 
-def markdown(rows, info, repeat) -> str:
-    """The rows as a Markdown table, with a one-line provenance note under it."""
-    lines = ["| benchmark | problem | best time (ms) | rate |", "|---|---|---:|---:|"]
-    for r in rows:
-        ms = "" if r["seconds"] is None else f"{1e3 * r['seconds']:.1f}"
-        lines.append(f"| {r['benchmark']} | {r['problem']} | {ms} | {r['rate']:.3g} {r['rate_unit']} |")
-    lines.append("")
-    lines.append(f"Best of {repeat} after warm-up; commit {info['commit']}, {info['cpus']} CPUs, "
-                 f"numba {info['numba']} ({info['numba_threads']} threads), numpy {info['numpy']}, "
-                 f"Python {info['python']}, {info['date']}.")
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=common.BEST_OF, help="timed calls per row (best is kept)")
@@ -153,7 +141,7 @@ def main(argv=None) -> int:
     rows = [row for make_rows in ROWS if not args.only or make_rows.__name__ in args.only
             for row in make_rows(args.repeat)]
     info = machine_info()
-    print(markdown(rows, info, args.repeat))
+    print(perf_table(rows, info, args.repeat))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.json.with_suffix(args.json.suffix + ".tmp")

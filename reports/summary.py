@@ -18,13 +18,14 @@ def summarize(paths) -> pd.DataFrame:
     -------
     pandas.DataFrame
         ``dataset, algorithm, seed, workers, iterations, time_s, s_per_iteration,
-        final_log_joint, best_log_joint, final_n_clusters, final_vi``.
+        final_log_joint, best_log_joint, final_n_clusters, final_vi, git_commit, cpu_model``
+        (the last two from the run's provenance; empty where a trace has none).
     """
     from .traces import read_trace
 
     rows = []
     for path in paths:
-        trace, _ = read_trace(Path(path))
+        trace, meta = read_trace(Path(path))
         last = trace.iloc[-1]
         iters = int(last["iteration"])
         rows.append({
@@ -33,6 +34,7 @@ def summarize(paths) -> pd.DataFrame:
             "s_per_iteration": float(trace["time_s"].diff().iloc[1:].median()) if iters else float("nan"),
             "final_log_joint": float(last["log_joint"]), "best_log_joint": float(trace["log_joint"].max()),
             "final_n_clusters": int(last["n_clusters"]), "final_vi": float(last["vi"]),
+            "git_commit": meta.get("git_commit") or "", "cpu_model": meta.get("cpu_model") or "",
         })
     if not rows:
         raise ValueError("no trace files to summarise")

@@ -2,6 +2,9 @@
 posterior covers many of them (two or three groups plus an ambiguous point)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -54,6 +57,27 @@ def record_chain(name, X, family, alpha, backend, seed, steps, init_clusters, **
     return labels, infos, state
 
 
+#: what a wheel build copies no part of (outputs, environments, caches)
+_NOT_SOURCE = (".git", ".venv", ".asv", ".snakemake", "results", "data", "build", "dist", "__pycache__",
+               "*.egg-info", "*.nbi", "*.nbc", ".pytest_cache")
+
+
+def build_wheel(tmp_path) -> Path:
+    """Build the project's wheel from a copy of the source tree (setuptools writes build
+    folders into the tree it builds: two tests building in the checkout at once collide)."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = tmp_path / "src"
+    shutil.copytree(Path(__file__).resolve().parents[1], src, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (wheel,) = (tmp_path / "wheel").glob("dpmmbench-*.whl")
+    return wheel
+
+
 @pytest.fixture(scope="module")
 def client():
     """A real Dask cluster for the tests of a module: the workflow's own embedded cluster
@@ -71,11 +95,17 @@ def problem(request):
 
 
 def report_exactness(request, name, problem, res, exact=True, note=""):
-    """Add a harness result to the terminal summary (travels with the test's report, so it
-    reaches the summary from pytest-xdist's worker processes too)."""
-    row = (f"{name:<22} {problem:<9} exact={str(exact):<5} TV={res.tv:.4f}  MC threshold={res.threshold:.4f} "
-           f"(inflation {res.inflation:.2f}, {res.n_samples} samples{note})")
+    """Add a harness result to the terminal summary and to ``--exactness-json`` (it travels with
+    the test's report, so it reaches them from pytest-xdist's worker processes too)."""
+    row = {"sampler": name, "problem": problem, "exact": bool(exact), "tv": float(res.tv),
+           "threshold": float(res.threshold), "inflation": float(res.inflation),
+           "n_samples": int(res.n_samples), "note": note}
     request.node.user_properties.append(("exactness", row))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--exactness-json", metavar="PATH", default=None,
+                     help="write the exactness harness results to this JSON file (input of docs/results.md)")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
@@ -93,7 +123,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     rows = [value for reports in terminalreporter.stats.values() for r in reports
             if getattr(r, "when", None) == "call" for key, value in getattr(r, "user_properties", ())
             if key == "exactness"]
-    if rows:
-        terminalreporter.section("exactness harness: TV distance to the exact posterior")
-        for row in sorted(rows):
-            terminalreporter.write_line(row)
+    if not rows:
+        return
+    rows.sort(key=lambda r: (r["sampler"], r["problem"]))
+    terminalreporter.section("exactness harness: TV distance to the exact posterior")
+    for r in rows:
+        terminalreporter.write_line(
+            f"{r['sampler']:<22} {r['problem']:<9} exact={str(r['exact']):<5} TV={r['tv']:.4f}  "
+            f"MC threshold={r['threshold']:.4f} (inflation {r['inflation']:.2f}, {r['n_samples']} samples{r['note']})")
+    path = config.getoption("--exactness-json")
+    if path:
+        from dpmmbench.reports.traces import atomic_write
+        from dpmmbench.workflows.provenance import environment
+
+        payload = json.dumps({"environment": environment(), "rows": rows}, indent=1, default=str).encode()
+        atomic_write(Path(path), lambda f: f.write(payload))

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import build_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "dpmmbench"
@@ -119,10 +120,7 @@ def test_no_old_top_level_names():
 
 @pytest.mark.slow
 def test_wheel_holds_dpmmbench_only(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
-    (wheel,) = tmp_path.glob("dpmmbench-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+    names = zipfile.ZipFile(build_wheel(tmp_path)).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {PACKAGE}, top
     for layer in LAYERS:

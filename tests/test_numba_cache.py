@@ -12,11 +12,11 @@ import numba
 import pytest
 from numba.core import caching
 
+from conftest import build_wheel
 from dpmmbench.algorithms import _numba_cache
 from dpmmbench.algorithms._numerics import sample_log_weights
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("algorithms", "datasets", "reports", "workflows")
 
 CALLEE = "from ._numba_cache import kernel\n\n\n@kernel\ndef value():\n    return {}\n"
 CALLER = ("from ._numba_cache import kernel\nfrom ._probe_callee import value\n\n\n"
@@ -159,15 +159,7 @@ def _read_only(command, paths):
 def test_read_only_install_with_an_unwritable_home(tmp_path):
     """numba raises "cannot cache function ...: no locator available" where no cache directory
     is writable; the package's kernels then compile in every process instead."""
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "__init__.py"):
-        shutil.copy(ROOT / name, source / name)
-    for layer in LAYERS:  # a copy: building in the work tree would race a parallel build there
-        shutil.copytree(ROOT / layer, source / layer, ignore=shutil.ignore_patterns("__pycache__", "*.nb[ic]"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path / "wheel"), str(source)], check=True, capture_output=True, cwd=source)
-    (wheel,) = (tmp_path / "wheel").glob("dpmmbench-*.whl")
+    wheel = build_wheel(tmp_path)
     install, home, work = tmp_path / "ro" / "site", tmp_path / "ro" / "home", tmp_path / "work"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(install), str(wheel)],
                    check=True, capture_output=True)

@@ -1,0 +1,63 @@
+"""docs/results.md is rendered from outputs, never typed: the generator shows what they hold."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+
+from dpmmbench import algorithms, datasets
+from dpmmbench.reports import results_doc
+from dpmmbench.reports.summary import summarize
+from dpmmbench.reports.traces import write_trace
+from dpmmbench.workflows.driver import run_chain
+
+
+def _traces(tmp_path):
+    ds = datasets.load("synth-chang2013?n=300")
+    paths = []
+    for name in ("gibbs", "fsd"):
+        for seed in (0, 1):
+            sampler = algorithms.make(name, family=ds.family, seed=seed)
+            trace = run_chain(sampler, ds.X, 3, truth=ds.labels, dataset="chang-300", warmup=False)
+            paths.append(write_trace(trace, tmp_path / f"{name}-{seed}.csv", meta={"git_commit": "abc123"}))
+    return paths
+
+
+def test_summary_table_holds_the_medians_of_the_runs(tmp_path):
+    summary = summarize(_traces(tmp_path))
+    page = results_doc.render(summary=summary)
+    gibbs = summary[summary["algorithm"] == "gibbs"]
+    row = next(line for line in page.splitlines() if line.startswith("| `gibbs` |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["1", "2", "3"]  # workers, runs, iterations
+    assert cells[5] == f"{gibbs['final_log_joint'].median():,.0f}"
+    assert cells[7] == f"{gibbs['final_n_clusters'].median():,.0f}"
+    assert "### chang-300" in page and "commit abc123" in page
+    assert page.startswith(results_doc.HEADER)
+
+
+def test_cli_renders_every_input_and_refuses_missing_ones(tmp_path):
+    summary = tmp_path / "summary.csv"
+    summarize(_traces(tmp_path)).to_csv(summary, index=False)
+    exactness = tmp_path / "exactness.json"
+    exactness.write_text(json.dumps({"environment": {"git_commit": "abc123"}, "rows": [
+        {"sampler": "gibbs", "problem": "niw-2d", "exact": True, "tv": 0.031, "threshold": 0.05},
+        {"sampler": "fsd", "problem": "niw-2d", "exact": False, "tv": 0.2, "threshold": 0.05}]}))
+    extra = tmp_path / "extra.csv"
+    pd.DataFrame({"data": ["a", "b"], "score": [1.5, np.nan]}).to_csv(extra, index=False)
+    out = tmp_path / "results.md"
+    cmd = [sys.executable, "-m", "dpmmbench.reports.results_doc", "--summary", str(summary),
+           "--exactness", str(exactness), "--table", f"Extra={extra}", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert "| `gibbs` | yes | 0.031 (0.050) |" in page and "| `fsd` | no | 0.200 (0.050) |" in page
+    assert "## Extra" in page and "| b |  |" in page
+
+    missing = subprocess.run(cmd[:-2] + ["--perf", str(tmp_path / "nope.json"), "--out", str(tmp_path / "x.md")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "nope.json" in missing.stderr and "Traceback" not in missing.stderr
+    assert not (tmp_path / "x.md").exists()
