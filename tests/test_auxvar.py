@@ -85,6 +85,7 @@ def test_wire_size_does_not_depend_on_where_dtypes_came_from():
     assert wire_size(relayed) == wire_size(obj)
 
 
+@pytest.mark.slow
 def test_exact_with_two_shards(monkeypatch, request):
     """The enumeration harness (calibrated threshold, SPEC §9.3) with every chain on two
     serial shards: local sweeps at alpha / 2 plus the exact global move (one shard is

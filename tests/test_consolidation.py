@@ -207,6 +207,7 @@ def test_pooled_sampler_draws_its_target():
 
 # ---- where the pipeline's bias comes from ---------------------------------------------------
 
+@pytest.mark.slow
 def test_one_shard_without_consolidation_is_collapsed_gibbs(monkeypatch, request):
     """With one shard the worker's sweep sees every point: it is Neal's Algorithm 3, and
     with new components kept apart (no consolidation) the pipeline passes the exactness

@@ -49,6 +49,7 @@ def test_transition_check_catches_a_wrong_alpha():
     assert np.abs(p @ T - p).sum() > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", algorithms.available())
 def test_sampler_against_exact_posterior(name, problem, request):
     label, X, fam, alpha = problem

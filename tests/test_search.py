@@ -393,6 +393,7 @@ def test_search_beats_gibbs_at_equal_cpu_time_on_digits(report):
 
 # ---- the reproduction script ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_reproduction_script_runs_at_reduced_size(tmp_path):
     script = ROOT / "workflows" / "scripts" / "reproduce_daume2007.py"
     res = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)],

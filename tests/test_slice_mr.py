@@ -84,6 +84,7 @@ def test_reduce_payload_is_consistent():
     assert state.labels.max() == 2
 
 
+@pytest.mark.slow
 def test_exact_with_several_shards(monkeypatch, request):
     """The enumeration harness (calibrated threshold, SPEC §9.3) with every chain on two
     serial shards, so that the choice of the shard m* holding the minimum slice matters."""

@@ -254,6 +254,7 @@ def test_registered_and_exact():
     assert cls is SuperclusterGibbs and cls.exact
 
 
+@pytest.mark.slow
 def test_more_superclusters_and_sweeps_against_exact_posterior():
     """The long-run harness with P = 4 and two local sweeps per step (the registry-wide
     test covers the defaults on every shared problem)."""

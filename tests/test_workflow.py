@@ -85,6 +85,7 @@ def smoke_run(tmp_path_factory):
     return workdir, snakemake(workdir, "--configfile", str(SMOKE))
 
 
+@pytest.mark.slow
 def test_smoke_config_end_to_end(smoke_run):
     workdir, res = smoke_run
     assert res.returncode == 0, res.stderr[-3000:]
@@ -168,6 +169,7 @@ def test_unknown_algorithm_in_config_is_named(tmp_path):
     assert res.returncode != 0 and "gibs" in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_with_every_trace_valid(smoke_run):
     workdir, res = smoke_run
     assert res.returncode == 0, "the smoke run failed; see test_smoke_config_end_to_end"

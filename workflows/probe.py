@@ -26,7 +26,9 @@ import numpy as np
 PROBE_ITERATIONS = 4_000_000
 
 
-@numba.njit(cache=True)
+# Not disk-cached: compiling this loop takes a fraction of a second once per worker, and a
+# cache would need a writable directory beside the code (a read-only install has none).
+@numba.njit
 def _arithmetic(n):
     # a dependent chain of exp/multiply-add in registers: the time is the core's alone
     x, s = 0.5, 0.0
