@@ -1,7 +1,7 @@
-"""Compiled loops of the Wang & Lin (2017) consolidation samplers (SPEC §8): the master's
+"""Compiled loops of the Wang & Lin (2017) consolidation samplers (docs/algorithms.md §8): the master's
 arithmetic on statistics -- log marginals of a flattened statistics row, the merge-split ratio
-``rho`` (SPEC §0.3, §8.1), the sequential "restricted consolidation" split (Wang & Lin's
-Algorithm 2) and the pooled-consolidation MCMC (SPEC §8.3). (The workers' local sweep is
+``rho`` (docs/algorithms.md §0.3, §8.1), the sequential "restricted consolidation" split (Wang & Lin's
+Algorithm 2) and the pooled-consolidation MCMC (docs/algorithms.md §8.3). (The workers' local sweep is
 :func:`algorithms.collapsed.collapsed_sweep` with the global components in its first
 ``n_fixed`` slots.)
 
@@ -19,7 +19,7 @@ code   family                      h                                       H
                                    lgamma(B)
 =====  ==========================  ======================================  ============
 
-The formulas are those of the families' ``log_marginal_stats`` (SPEC §0.4); the tests hold
+The formulas are those of the families' ``log_marginal_stats`` (docs/algorithms.md §0.4); the tests hold
 the two to 1e-10.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _lmvgamma(a, D):
 
 @kernel
 def log_marginal_row(model, row):
-    """log m(x_C) of a component from its flattened statistics row (SPEC §0.4)."""
+    """log m(x_C) of a component from its flattened statistics row (docs/algorithms.md §0.4)."""
     code, h, H = model
     n = row[0]
     if code == ISO:
@@ -117,7 +117,7 @@ def _union_L(model, ra, rb, tmp):
 
 @kernel
 def _log_rho(log_alpha, na, La, nb, Lb, Lab):
-    """log rho(A, B) from sizes and log marginals (SPEC §0.3)."""
+    """log rho(A, B) from sizes and log marginals (docs/algorithms.md §0.3)."""
     return -log_alpha + math.lgamma(na + nb) - math.lgamma(na) - math.lgamma(nb) + Lab - La - Lb
 
 
@@ -183,7 +183,7 @@ def sequential_split(model, log_alpha, rows, L_atoms, atoms, r, sample, uniforms
     return log_p
 
 
-# ---- pooled consolidation (SPEC §8.3) -------------------------------------------------------
+# ---- pooled consolidation (docs/algorithms.md §8.3) -------------------------------------------------------
 #
 # Workspace ``ws`` = (GS, GL, M, S, L_atoms, idx, assign, s1, s2, tmp, r1, r2): group sums
 # (A, W), their log marginals, the merge table M (log rho of every pair of groups, -inf on the
@@ -284,7 +284,7 @@ def merge_log_acceptance(model, log_alpha, rows, labels, G, ws, i, j, lse_M):
 
     ``l2 - l1 + l3 + l4`` with ``l1`` the log probability of proposing the pair, ``l2 = log
     rho``, ``l3`` that of drawing the merged group from the post-merge split table and
-    ``l4`` that of the sequential split returning exactly the two groups (SPEC §8.3).
+    ``l4`` that of the sequential split returning exactly the two groups (docs/algorithms.md §8.3).
     """
     _GS, _GL, M, S, L_atoms, idx, assign, s1, s2, tmp, _r1, _r2 = ws
     l2 = M[i, j]
@@ -315,7 +315,7 @@ def split_log_acceptance(model, log_alpha, rows, labels, G, ws, g, r, log_path, 
     ``assign[:r] == 0`` and the others (the split the sequential proposal made, with log
     probability ``log_path``). ``l4 + l3 - l1 - l2`` with ``l1`` the log probability of
     choosing g from the split table, ``l2 = log_path``, ``l3`` that of proposing the pair
-    from the post-split merge table and ``l4 = -log rho`` of the two parts (SPEC §8.3).
+    from the post-split merge table and ``l4 = -log rho`` of the two parts (docs/algorithms.md §8.3).
     Leaves the parts' sums in ``s1``, ``s2`` and their log rho with every other group in
     ``r1``, ``r2``; returns (log ratio, log rho of the parts, L(part 1), L(part 2)).
     """
@@ -405,7 +405,7 @@ def _apply_split(model, log_alpha, rows, labels, G, ws, g, r, r12, L1, L2):
 
 @kernel
 def pooled_mcmc(model, log_alpha, rows, labels, G, n_steps, rng, ws):
-    """``n_steps`` merge-or-split MH steps over groupings of the atoms ``rows`` (SPEC §8.3).
+    """``n_steps`` merge-or-split MH steps over groupings of the atoms ``rows`` (docs/algorithms.md §8.3).
 
     Target: ``prod_g alpha Gamma(n_g) m(x_g)`` over the groupings of the atoms. Each step
     proposes, with probability 1/2 each, a merge of a pair of groups drawn with probability

@@ -1,4 +1,4 @@
-"""Shared machinery of the conjugate split-merge samplers (SAMS, Jain-Neal; SPEC §1, §2).
+"""Shared machinery of the conjugate split-merge samplers (SAMS, Jain-Neal; docs/algorithms.md §1, §2).
 
 A split-merge move works on two anchors ``i``, ``j`` and the other points ``S`` of their
 cluster(s). :class:`PairSet` holds them (anchors first, then ``S`` in the order the move
@@ -6,7 +6,7 @@ processes them) and offers the operations both samplers are built from:
 
 * :meth:`PairSet.allocate` -- Dahl's sequential allocation of ``S`` to the two anchors;
 * :meth:`PairSet.scan` -- one restricted Gibbs scan of ``S`` between the two anchors;
-* :meth:`PairSet.log_merge_ratio` -- ``log p(merged) - log p(separate)`` (SPEC §0.3).
+* :meth:`PairSet.log_merge_ratio` -- ``log p(merged) - log p(separate)`` (docs/algorithms.md §0.3).
 
 Each runs as one compiled loop over the family's collapsed kernels (generic over families,
 like :mod:`algorithms.collapsed`). A loop either *samples* its choices (from given uniforms)
@@ -270,7 +270,7 @@ class PairSet:
         return np.zeros(len(self)) if uniforms is None else np.ascontiguousarray(uniforms, dtype=np.float64)
 
     def _log_rho(self, part, l0: float, l1: float, l_union: float) -> float:
-        """``log rho`` of SPEC §0.3 from the groups' sizes and log marginals."""
+        """``log rho`` of docs/algorithms.md §0.3 from the groups' sizes and log marginals."""
         n1 = int(np.count_nonzero(part))
         n0 = len(part) - n1
         return (-math.log(self.ctx.alpha) + math.lgamma(n0 + n1) - math.lgamma(n0) - math.lgamma(n1)
@@ -309,7 +309,7 @@ class PairSet:
                               target, forced))
 
     def log_merge_ratio(self, part) -> float:
-        """``log rho`` of SPEC §0.3, log p(groups merged) - log p(groups separate):
+        """``log rho`` of docs/algorithms.md §0.3, log p(groups merged) - log p(groups separate):
         ``-log alpha + lgamma(n0 + n1) - lgamma(n0) - lgamma(n1) + L(0 u 1) - L(0) - L(1)``."""
         ctx = self.ctx
         part = np.ascontiguousarray(part, dtype=np.int64)

@@ -1,9 +1,9 @@
-"""Williamson, Dubey & Xing (2013) auxiliary-variable sampler on workers, ``auxvar`` (SPEC §3).
+"""Williamson, Dubey & Xing (2013) auxiliary-variable sampler on workers, ``auxvar`` (docs/algorithms.md §3).
 
 The super-cluster representation of ``gibbs-supercluster`` with one super-cluster per
 worker: a DP(alpha) is a Dir(alpha/P, ...) mixture of P independent DP(alpha/P), so given
 the worker of every cluster, the workers hold independent DP(alpha/P) mixtures of their own
-points (SPEC §3.2). The data of a cluster live on its worker.
+points (docs/algorithms.md §3.2). The data of a cluster live on its worker.
 
 One iteration:
 
@@ -14,7 +14,7 @@ One iteration:
    over the shard's points: a point may join the shard's clusters or a new one, never a
    cluster of another worker. The shard returns the size of each of its clusters;
 3. *global step* (master): every cluster gets a uniformly random worker
-   (:func:`algorithms.supercluster.reassign_clusters`: the exact Gibbs draw of SPEC §3.3,
+   (:func:`algorithms.supercluster.reassign_clusters`: the exact Gibbs draw of docs/algorithms.md §3.3,
    an MH move with acceptance 1; the count-based acceptance of the Wang & Lin code would
    bias the partition). Nothing moves yet: step 1 of the next iteration carries it out.
 

@@ -1,8 +1,8 @@
 """Wang & Lin (2017) distributed samplers: delayed synchronisation, local creation of new
-components and their consolidation at the master (SPEC §8): ``cons-prog``,
+components and their consolidation at the master (docs/algorithms.md §8): ``cons-prog``,
 ``cons-pooled``, ``cons-hung`` and ``cons-async``.
 
-Every worker holds a shard of the data. One *cycle* of a worker (SPEC §8.2):
+Every worker holds a shard of the data. One *cycle* of a worker (docs/algorithms.md §8.2):
 
 1. it receives the global version: the statistics of every global component (all workers'
    points) and which of its own local components make up each of them;
@@ -21,12 +21,12 @@ and a grouping of the atoms into global components. A worker's share of global c
 
 * ``cons-prog`` -- progressive consolidation: each new component, worker by worker, joins
   existing component ``g`` with weight ``rho(g, c)`` or starts a new one with weight 1
-  (the merge-split ratio of SPEC §0.3, Wang & Lin's Eq. 8);
+  (the merge-split ratio of docs/algorithms.md §0.3, Wang & Lin's Eq. 8);
 * ``cons-pooled`` -- progressive consolidation, then ``mcmc_steps`` (default 100) steps of
   pooled consolidation: merge/split Metropolis-Hastings over the groupings of all atoms,
-  splits proposed by Wang & Lin's *restricted consolidation* (SPEC §8.3); this kernel alone
-  is exact for its target (tested by enumeration, SPEC §9.2);
-* ``cons-hung`` -- Hungarian matching (Campbell et al. 2015; SPEC §8.4): each worker's new
+  splits proposed by Wang & Lin's *restricted consolidation* (docs/algorithms.md §8.3); this kernel alone
+  is exact for its target (tested by enumeration, docs/algorithms.md §9.2);
+* ``cons-hung`` -- Hungarian matching (Campbell et al. 2015; docs/algorithms.md §8.4): each worker's new
   components are matched one-to-one to the existing components or to "new" by
   ``scipy.optimize.linear_sum_assignment`` with cost ``-log rho``;
 * ``cons-async`` -- the asynchronous schedule (Wang & Lin §4.3): workers are not waited for
@@ -375,7 +375,7 @@ class _Consolidation(Sampler):
 
     def _hungarian(self, state, new, gids, sums, L) -> int:
         """One-to-one matching of the new components to the existing ones or to "new"
-        (SPEC §8.4): cost ``-log rho`` for a match, 0 for a dummy column."""
+        (docs/algorithms.md §8.4): cost ``-log rho`` for a match, 0 for a dummy column."""
         a = state.atoms
         T, G = len(new), len(gids)
         cost = np.zeros((T, G + T))
@@ -396,7 +396,7 @@ class _Consolidation(Sampler):
         return merges
 
     def _pooled(self, state, n_steps: int) -> tuple[int, int]:
-        """``n_steps`` pooled-consolidation MCMC steps over the atoms (SPEC §8.3); returns the
+        """``n_steps`` pooled-consolidation MCMC steps over the atoms (docs/algorithms.md §8.3); returns the
         accepted merges and splits.
 
         Afterwards every global component takes the id of the old component of its first
@@ -459,7 +459,7 @@ def _atoms_of(family, results, workers, gids):
             np.concatenate([np.asarray(g, dtype=np.int64) for g in gids]))
 
 
-_MCMC_STEPS = Option(100, Interval(int, 0), "pooled-consolidation MCMC steps per iteration (SPEC §8.3)")
+_MCMC_STEPS = Option(100, Interval(int, 0), "pooled-consolidation MCMC steps per iteration (docs/algorithms.md §8.3)")
 
 
 class ProgressiveConsolidation(_Consolidation):
@@ -479,7 +479,7 @@ class PooledConsolidation(_Consolidation):
 
 class HungarianConsolidation(_Consolidation):
     """Wang & Lin's framework with Hungarian matching as the consolidation step (registry
-    name ``cons-hung``; Campbell et al. 2015, SPEC §8.4)."""
+    name ``cons-hung``; Campbell et al. 2015, docs/algorithms.md §8.4)."""
 
     name = "cons-hung"
     policy = "hungarian"

@@ -1,4 +1,4 @@
-"""Finite symmetric Dirichlet (FSD) approximation, blocked Gibbs (SPEC §6).
+"""Finite symmetric Dirichlet (FSD) approximation, blocked Gibbs (docs/algorithms.md §6).
 
 ``pi ~ Dir(alpha/L, ..., alpha/L)`` over ``L = truncation`` components. One step:
 ``pi | z ~ Dir(alpha/L + n_k)``, ``theta_k | z`` from the posterior (prior if empty), then all

@@ -1,5 +1,5 @@
 """Collapsed Gibbs interleaved with sequentially-allocated merge-split moves (SAMS; Dahl 2003,
-SPEC §1). Exact.
+docs/algorithms.md §1). Exact.
 
 One step = ``sweeps`` collapsed Gibbs sweeps (the ``gibbs`` sampler's step) followed by
 ``moves`` SAMS updates. An update picks two anchors ``i``, ``j`` uniformly. If they share a
@@ -8,7 +8,7 @@ to the group of ``i`` or of ``j`` with probability proportional to ``size x post
 predictive`` -- a data-driven split proposal made in a single pass -- and the split is
 accepted with the Metropolis-Hastings ratio. If they do not, the merge of their clusters is
 proposed; its reverse probability is that of the allocation that reproduces the *actual*
-current split (forced choices), never of a freshly sampled one (SPEC §1 pitfall).
+current split (forced choices), never of a freshly sampled one (docs/algorithms.md §1 pitfall).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ge, Chen, Wan & Ghahramani (2015) map-reduce slice sampler, ``slice-mr`` (SPEC §4).
+"""Ge, Chen, Wan & Ghahramani (2015) map-reduce slice sampler, ``slice-mr`` (docs/algorithms.md §4).
 
 Walker's (2007) slice sampler, split between a master and the shards of the data. The
 master keeps only per-shard counts and sufficient statistics; the labels live on the shards.
@@ -148,7 +148,7 @@ def minimum_slice(log_w: np.ndarray, counts: np.ndarray, rng: np.random.Generato
 
 def break_sticks(log_rest: float, log_u_star: float, alpha: float, rng: np.random.Generator) -> list[float]:
     """Log weights of the new components: stick-breaking of the leftover mass ``w_*`` with
-    ``Beta(1, alpha)`` fractions until what is left is below ``u*`` (SPEC §4.3).
+    ``Beta(1, alpha)`` fractions until what is left is below ``u*`` (docs/algorithms.md §4.3).
 
     ``1 - v ~ Beta(alpha, 1) = U^(1/alpha)``, with ``U`` on ``(0, 1]`` so that the log stays
     finite (``U = 1`` is a stick of length 0).
@@ -193,7 +193,7 @@ class SliceMapReduce(Sampler):
         return state
 
     def reduce(self, shard_stats: list, rng: np.random.Generator) -> tuple[SlicePayload, int]:
-        """The master's half of an iteration (SPEC §4.3): the payload of the next map and
+        """The master's half of an iteration (docs/algorithms.md §4.3): the payload of the next map and
         the number of new components in it."""
         family, alpha = self.family, self.alpha
         counts = np.stack([np.asarray(s.n) for s in shard_stats])  # (shards, K_prev)

@@ -1,5 +1,5 @@
 """Collapsed Gibbs interleaved with restricted-Gibbs split-merge moves (Jain & Neal 2004,
-SPEC §2). Exact.
+docs/algorithms.md §2). Exact.
 
 One step = ``sweeps`` collapsed Gibbs sweeps (the ``gibbs`` sampler's step) followed by
 ``moves`` split-merge updates -- Jain & Neal's schedule ``(intermediate_scans, moves,
@@ -10,7 +10,7 @@ between the anchors' two groups only). If ``i`` and ``j`` share a cluster, one m
 restricted scan proposes the split; otherwise the merge is proposed, and the probability of
 the reverse split is that of a restricted scan from the launch state forced to the current
 split. ``S`` is always scanned in sorted order: an order that depended on the direction of
-the move (e.g. the merge's "cluster of i, then cluster of j") would bias the chain (SPEC §0.5).
+the move (e.g. the merge's "cluster of i, then cluster of j") would bias the chain (docs/algorithms.md §0.5).
 """
 from __future__ import annotations
 

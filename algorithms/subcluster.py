@@ -1,21 +1,21 @@
 """Chang & Fisher (2013) sub-cluster split-merge samplers: ``subc``, ``subc-supc``,
-``subc-supc-approx`` (SPEC §5).
+``subc-supc-approx`` (docs/algorithms.md §5).
 
 State: labels ``z``; for every cluster two sub-clusters (sub-labels ``zs`` in {0, 1}); the
 sufficient statistics of every sub-cluster (cluster statistics are their pair sums, since
-statistics are additive). One step (the DPMMSubClusters schedule, SPEC §5.8):
+statistics are additive). One step (the DPMMSubClusters schedule, docs/algorithms.md §5.8):
 
 1. weights ``pi ~ Dir(n_1..n_K)`` (over the existing clusters: the new-cluster mass only
    rescales them), cluster parameters from their posteriors, sub-weights
    ``Dir(n_kl + alpha/2, n_kr + alpha/2)`` and sub-cluster parameters;
-2. (``subc-supc``) super-clusters from the J-divergences between components (SPEC §5.7);
+2. (``subc-supc``) super-clusters from the J-divergences between components (docs/algorithms.md §5.7);
 3. restricted Gibbs, data-parallel: every label among the existing clusters (of its
    super-cluster) without emptying any, then every sub-label between the two sub-clusters
    of its cluster; one pass of sufficient statistics;
 4. a cluster with an empty sub-cluster gets random sub-labels and restarts its burn-in;
-5. a sub-cluster split of every burnt-in cluster (SPEC §5.3-§5.4), MH-accepted;
+5. a sub-cluster split of every burnt-in cluster (docs/algorithms.md §5.3-§5.4), MH-accepted;
 6. ``random_moves`` random split/merge proposals with the thesis Hastings ratio and exact
-   selection probabilities (SPEC §5.5): the merges sub-cluster splits cannot make.
+   selection probabilities (docs/algorithms.md §5.5): the merges sub-cluster splits cannot make.
    Option ``merges="pairwise"`` makes DPMMSubClusters-style merges of every pair instead.
 
 Measured deviations from exactness (the enumeration harness, N = 6) and what was fixed:
@@ -98,7 +98,7 @@ class ShardedSubclusterState(ShardedState):
 
 def _log_q_dircat(n_left, n_right, alpha):
     """log probability of one labelling of n points into sizes (n_left, n_right) under the
-    random Dirichlet-categorical split with Dir(alpha/2, alpha/2) (SPEC §5.5)."""
+    random Dirichlet-categorical split with Dir(alpha/2, alpha/2) (docs/algorithms.md §5.5)."""
     a2 = alpha / 2.0
     n = n_left + n_right
     return (gammaln(alpha) - gammaln(alpha + n) + gammaln(a2 + n_left) + gammaln(a2 + n_right)
@@ -106,7 +106,7 @@ def _log_q_dircat(n_left, n_right, alpha):
 
 
 def _split_log_ratio(alpha, n_left, n_right, L_left, L_right, L_whole):
-    """log p(split) - log p(merged) for two disjoint sets (SPEC §0.3: minus log rho)."""
+    """log p(split) - log p(merged) for two disjoint sets (docs/algorithms.md §0.3: minus log rho)."""
     return (math.log(alpha) + gammaln(n_left) + gammaln(n_right) - gammaln(n_left + n_right)
             + L_left + L_right - L_whole)
 
@@ -114,7 +114,7 @@ def _split_log_ratio(alpha, n_left, n_right, L_left, L_right, L_whole):
 def random_split_log_ratio(alpha, p_split, n_clusters, pairs_after, n_left, n_right, L_left, L_right, L_whole):
     """log Hastings ratio of a random Dirichlet-categorical split of one of ``n_clusters``
     clusters into parts of sizes (n_left, n_right), paired with the random merge of those
-    parts (SPEC §5.5, thesis ratio). The split picks its cluster with probability
+    parts (docs/algorithms.md §5.5, thesis ratio). The split picks its cluster with probability
     p/K and an unordered labelling with probability 2 q; the merge picks its pair with
     probability (1 - p)/pairs among the ``pairs_after`` pairs of the split state. The merge's
     ratio is the negative of this one evaluated at the split state."""
@@ -124,7 +124,7 @@ def random_split_log_ratio(alpha, p_split, n_clusters, pairs_after, n_left, n_ri
 
 
 def supercluster_groups(divergence: np.ndarray, rng, scale: float = 4.0) -> np.ndarray:
-    """Data-dependent super-clusters (Chang & Fisher 2013, SPEC §5.7): each cluster links to
+    """Data-dependent super-clusters (Chang & Fisher 2013, docs/algorithms.md §5.7): each cluster links to
     one other drawn with probability proportional to ``A_km + A_mk``, ``A = exp(-scale J)``;
     super-clusters are the connected components. With K <= 3 everything is one group."""
     K = divergence.shape[0]
@@ -335,7 +335,7 @@ class SubClusters(Sampler):
 
     def _random_moves(self, c, rng, info):
         """Random Dirichlet-categorical splits and random merges with the thesis ratio and
-        exact selection probabilities (SPEC §5.5): a split picks a cluster with probability
+        exact selection probabilities (docs/algorithms.md §5.5): a split picks a cluster with probability
         p/K, a merge a pair (within a super-cluster) with probability (1-p)/pairs; an
         unordered split has probability 2 q(labels). Each proposal is an exact MH move on
         the partition whatever happened earlier in the step."""

@@ -1,8 +1,8 @@
-"""Collapsed Gibbs with super-clusters (Lovell et al. 2012; Williamson, Dubey & Xing 2013), SPEC §3.
+"""Collapsed Gibbs with super-clusters (Lovell et al. 2012; Williamson, Dubey & Xing 2013), docs/algorithms.md §3.
 
 The clusters are grouped into ``P`` super-clusters. A DP(alpha) is a Dir(alpha/P, ...)
 mixture of ``P`` independent DP(alpha/P), so given the super-cluster of every cluster the
-super-clusters are independent DP(alpha/P) mixtures of their own points (SPEC §3.2):
+super-clusters are independent DP(alpha/P) mixtures of their own points (docs/algorithms.md §3.2):
 
 * local step: ``local_sweeps`` (default 1) collapsed Gibbs sweeps (Neal's Algorithm 3,
   concentration ``alpha / P``, random scan) per super-cluster, the ``P`` super-clusters running
@@ -12,7 +12,7 @@ super-clusters are independent DP(alpha/P) mixtures of their own points (SPEC §
   partition, the super-clusters of the clusters are i.i.d. uniform under the augmented joint
   ``p(z, s) = Gamma(alpha) / Gamma(alpha + N) (alpha / P)^K prod_k Gamma(n_k)``, so this is an
   exact Gibbs draw (an MH move with acceptance 1), not the count-based acceptance of the Wang &
-  Lin code, which biases the partition (SPEC §3.3, Appendix A).
+  Lin code, which biases the partition (docs/algorithms.md §3.3, Appendix A).
 
 The partition marginal of the augmented joint is the DP posterior, so the sampler is exact.
 All randomness (scan orders, uniforms, super-cluster draws) is drawn from ``state.rng``
@@ -59,10 +59,10 @@ class Block:
 
 
 def reassign_clusters(rng: np.random.Generator, n_clusters: int, n_superclusters: int) -> np.ndarray:
-    """The exact global step (SPEC §3.3): a new super-cluster for every cluster.
+    """The exact global step (docs/algorithms.md §3.3): a new super-cluster for every cluster.
 
     Given the partition, the super-clusters of the clusters are i.i.d. uniform under the
-    augmented joint (SPEC §3.2), so drawing them afresh is a Gibbs step: an MH move of
+    augmented joint (docs/algorithms.md §3.2), so drawing them afresh is a Gibbs step: an MH move of
     whole clusters whose acceptance is 1. (The Wang & Lin code's count-based acceptance
     biases the partition; ``tests/test_supercluster.py`` shows both.)
 

@@ -186,7 +186,8 @@ def check_finite_matrix(X, name: str = "X", dim: int | None = None, family: Fami
         kind = "NaN" if np.isnan(arr[r, c]) else "inf"
         raise ValueError(f"{name} contains {int(bad.sum())} non-finite value(s) ({kind} at row {r}, column {c})")
     if dim is not None and arr.shape[1] != dim:
-        raise ValueError(f"{name} has dimension {arr.shape[1]} but the {type(family).__name__} prior has dimension {dim}")
+        raise ValueError(f"{name} has dimension {arr.shape[1]} but the {type(family).__name__} prior has "
+                         f"dimension {dim}")
     return arr
 
 

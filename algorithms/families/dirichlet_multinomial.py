@@ -1,4 +1,4 @@
-"""Dirichlet-multinomial: bag-of-words documents with a symmetric Dirichlet prior (SPEC §0.4c).
+"""Dirichlet-multinomial: bag-of-words documents with a symmetric Dirichlet prior (docs/algorithms.md §0.4c).
 
 Input is a ``scipy.sparse`` CSR matrix of counts (documents x vocabulary); it is never
 densified. **Log marginals and predictives exclude the multinomial coefficients**
@@ -70,7 +70,8 @@ class DirichletMultinomial(Family):
         if X.ndim != 2 or X.shape[0] == 0:
             raise ValueError(f"X must be a non-empty (documents x vocabulary) matrix, got shape {X.shape}")
         if X.shape[1] != self.vocab_size:
-            raise ValueError(f"X has {X.shape[1]} vocabulary columns but the DirichletMultinomial prior has vocab_size {self.vocab_size}")
+            raise ValueError(f"X has {X.shape[1]} vocabulary columns but the DirichletMultinomial prior has "
+                             f"vocab_size {self.vocab_size}")
         d = X.data
         if not np.all(np.isfinite(d)):
             raise ValueError("X contains NaN or inf counts")

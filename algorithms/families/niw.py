@@ -1,4 +1,4 @@
-"""Normal-inverse-Wishart: full-covariance Gaussian components (SPEC §0.4a).
+"""Normal-inverse-Wishart: full-covariance Gaussian components (docs/algorithms.md §0.4a).
 
 ``Sigma ~ IW(psi0, nu0)``, ``mu | Sigma ~ N(mu0, Sigma / kappa0)``. Everything is computed on
 data centred at ``mu0`` (so the prior mean is 0 inside), with Cholesky log-determinants and

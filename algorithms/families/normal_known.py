@@ -1,4 +1,4 @@
-"""Isotropic Gaussian with known variance (Wang & Lin's model, SPEC §0.4b).
+"""Isotropic Gaussian with known variance (Wang & Lin's model, docs/algorithms.md §0.4b).
 
 ``x | mu ~ N(mu, sigma^2 I)``, ``mu ~ N(mu0, sigma0^2 I)``. Data are centred at ``mu0``.
 """
