@@ -79,6 +79,17 @@ def build_wheel(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def isolated():
+    """Runs untrusted-input cases in a child interpreter (tests/isolation.py): a crash or a
+    hang fails the test that caused it, not the whole run."""
+    from isolation import Isolated
+
+    runner = Isolated()
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="module")
 def client():
     """A real Dask cluster for the tests of a module: the workflow's own embedded cluster
     (2 worker processes x 1 thread on the loopback interface, numerical libraries sized to
