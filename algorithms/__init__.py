@@ -1,4 +1,4 @@
-"""DPMM inference algorithms behind one contract (see DESIGN.md "Samplers").
+"""DPMM inference algorithms behind one contract (see docs/design.md "Samplers").
 
 >>> import algorithms
 >>> algorithms.available()                                   # doctest: +SKIP

@@ -1,4 +1,4 @@
-"""Numba kernels of the A*/beam search for the DPMM MAP (``algorithms.search``, SPEC §7).
+"""Numba kernels of the A*/beam search for the DPMM MAP (``algorithms.search``, docs/algorithms.md §7).
 
 The whole search loop runs here; Python only orders the data, allocates the workspace and
 enlarges it when the loop reports that something is full (the loop checks its capacities
@@ -188,7 +188,7 @@ def heap_pop_max(heap, size, ef, eint):
 
 @kernel
 def eppf_bound(K, lgsum, nmax, R, log_alpha, lgam, const):
-    """log of the largest EPPF prior of any completion (SPEC §7.2): every remaining point opens
+    """log of the largest EPPF prior of any completion (docs/algorithms.md §7.2): every remaining point opens
     a cluster, or every one joins the largest cluster (the join factors grow, so the optimum
     is one of the two extremes). ``lgsum`` = sum_k lgamma(n_k), ``lgam[j]`` = lgamma(j),
     ``const`` = lgamma(alpha) - lgamma(alpha + N)."""
@@ -385,7 +385,7 @@ def offer(f, parent, choice, dchild, beam, expanding, states, queue, pool):
 @njit(inline="always")
 def greedy_bound(table, hyper, data, src, n, lo, N):
     """Greedy approximation of max_S log p(x_n | cluster ``src`` + points S), S among the
-    unassigned points lo..N-1 other than n, scanned in order (SPEC §7.3)."""
+    unassigned points lo..N-1 other than n, scanned in order (docs/algorithms.md §7.3)."""
     copy_slot(table, src, SCRATCH_A)
     best = k_logpred(table, hyper, data, n, SCRATCH_A)
     for m in range(lo, N):

@@ -1,11 +1,11 @@
-"""Exactness by enumeration (SPEC §9): the exact posterior over partitions of tiny data sets,
+"""Exactness by enumeration (docs/algorithms.md §9): the exact posterior over partitions of tiny data sets,
 and a calibrated long-run-frequency check that any registered sampler can be put through.
 
 For N <= ~8 every partition can be listed (Bell numbers), so p(z | x) is known exactly. A
 sampler's partition frequencies are compared with it by total variation (TV). The threshold
 is calibrated, not guessed: the TV that the same number of *independent* exact draws would
 show (its 99th percentile, simulated) is scaled up for the chains' autocorrelation, which is
-measured from the spread of the per-chain frequencies, then given a 1.5x margin (SPEC §9.3).
+measured from the spread of the per-chain frequencies, then given a 1.5x margin (docs/algorithms.md §9.3).
 The between-chain spread is computed around the chains' own mean, so a biased sampler does
 not widen its own threshold.
 """

@@ -1,4 +1,4 @@
-"""Partitions: canonical labels, the DP (CRP) partition prior, and enumeration (SPEC §0.2, §9.1)."""
+"""Partitions: canonical labels, the DP (CRP) partition prior, and enumeration (docs/algorithms.md §0.2, §9.1)."""
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -1,4 +1,4 @@
-"""A*/beam search for the MAP partition of a DP mixture (Daumé 2007; SPEC §7), registry name
+"""A*/beam search for the MAP partition of a DP mixture (Daumé 2007; docs/algorithms.md §7), registry name
 ``search``.
 
 The data are put in a fixed order; a search state assigns the first i points, and its
@@ -18,7 +18,7 @@ steps return the same state), and the result can initialise any sampler::
     gibbs = algorithms.make("gibbs", family=fam, alpha=1.0)
     state = gibbs.init(X, labels=start)
 
-Priors (``prior``): the DP's EPPF (default; its ``p_max`` has a closed form, SPEC §7.2) or
+Priors (``prior``): the DP's EPPF (default; its ``p_max`` has a closed form, docs/algorithms.md §7.2) or
 the Ewens sampling formula that Daumé's reference code scores partitions with. For the ESF
 the reference computes ``p_max`` greedily, which is not an upper bound (below the true
 completion maximum in 240 of 2,310 small configurations checked, by up to 0.58 nats), so A*
@@ -62,7 +62,7 @@ def log_esf_prior(labels, alpha: float) -> float:
     """log of the Ewens sampling formula (Antoniak 1974) of the partition's size counts.
 
     ``log N! - log alpha^(N) + sum_s [m_s log(alpha / s) - log m_s!]``, where ``m_s`` is the
-    number of clusters of size s: the prior of Daumé's reference search code (SPEC §0.2, §7.2).
+    number of clusters of size s: the prior of Daumé's reference search code (docs/algorithms.md §0.2, §7.2).
     It equals the EPPF times the number of partitions with the same size counts.
 
     Parameters
@@ -120,7 +120,7 @@ class SearchResult:
 
 
 def search_order(lpp: np.ndarray, order: str, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Order in which the points are assigned (SPEC §7.5).
+    """Order in which the points are assigned (docs/algorithms.md §7.5).
 
     Parameters
     ----------
@@ -159,7 +159,7 @@ def map_search(X, family, alpha: float = RUN_DEFAULTS["alpha"], heuristic: str =
     alpha : float
         DP concentration.
     heuristic : {"trivial", "admissible", "inadmissible"}
-        Estimate of the log marginal of the points not yet assigned (SPEC §7.3): 0; the sum
+        Estimate of the log marginal of the points not yet assigned (docs/algorithms.md §7.3): 0; the sum
         over them of their greedy best predictive under any cluster (an upper bound, up to the
         greedy inner maximisation; O(N^2 K) predictives per state); the sum of their
         singleton log marginals (cheap, usually pessimistic).
@@ -167,7 +167,7 @@ def map_search(X, family, alpha: float = RUN_DEFAULTS["alpha"], heuristic: str =
         Queue size B; 0 = unbounded (A* with an admissible heuristic: exact, but the number of
         states can grow exponentially with N, so only for small problems). B = 1 is greedy.
     order : {"given", "random", "increasing", "decreasing"}
-        Data order (SPEC §7.5); the reference default is "increasing".
+        Data order (docs/algorithms.md §7.5); the reference default is "increasing".
     prior : {"eppf", "esf"}
         Partition prior: the DP's EPPF (the true posterior, closed-form p_max) or the Ewens
         sampling formula of the reference code.
@@ -401,9 +401,9 @@ class BeamSearch(Sampler):
     exact = False
     options = {
         "heuristic": Option("inadmissible", OneOf(HEURISTICS),
-                            "estimate of the remaining points' log marginal (SPEC §7.3)"),
+                            "estimate of the remaining points' log marginal (docs/algorithms.md §7.3)"),
         "beam": Option(100, Interval(int, 0), "queue size B (0 = unbounded: A*, practical for small N only)"),
-        "order": Option("increasing", OneOf(ORDERS), "data order (SPEC §7.5)"),
+        "order": Option("increasing", OneOf(ORDERS), "data order (docs/algorithms.md §7.5)"),
         "prior": Option("eppf", OneOf(PRIORS), "partition prior: DP EPPF, or the Ewens formula of the reference"),
     }
 

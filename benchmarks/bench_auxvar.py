@@ -65,7 +65,7 @@ class AuxVarWorker:
 
 class AuxVarGlobalStep:
     """The master's global step alone: a uniformly random worker for each of the K clusters
-    and the new labels that name it (SPEC §3.3; sizes only, no data)."""
+    and the new labels that name it (docs/algorithms.md §3.3; sizes only, no data)."""
 
     params = _PARAMS
     param_names = ["dataset", "workers"]

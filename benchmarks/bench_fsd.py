@@ -1,6 +1,6 @@
 """The FSD blocked-Gibbs step, its label step alone, and the GEMM rate it is measured against.
 
-DESIGN.md "Performance model": the label step is "every point x every component" work,
+docs/design.md "Performance model": the label step is "every point x every component" work,
 ``2 N D^2 K`` flops for full-covariance Gaussians. Written as ``X @ [W_1 ... W_K]`` it can
 run near the machine's GEMM rate, so the suite measures that rate on the very same shapes,
 in the same run, and reports the achieved fraction (``track_label_step_gemm_fraction``).

@@ -15,7 +15,7 @@ from .fetch import Source, fetch, source_files
 
 PACKAGE, VERSION = "dataset-fashion-mnist", "0.0~git20200523.55506a9-1"
 FOLDER = "./usr/share/datasets/fashion-mnist/"
-#: the .deb's sha256 (DATASETS.md) and the sha256 of each IDX member inside it
+#: the .deb's sha256 (docs/datasets.md) and the sha256 of each IDX member inside it
 SOURCE = Source("apt", f"{PACKAGE}={VERSION}", f"{PACKAGE}_{VERSION}_all.deb", {
     FOLDER + "train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
     FOLDER + "train-labels-idx1-ubyte.gz": "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",

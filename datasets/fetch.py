@@ -1,5 +1,5 @@
 """Getting raw data: registry packages and canonical URLs, checksummed, cached, never unpickled
-(DATASETS.md).
+(docs/datasets.md).
 
 Two kinds of source:
 

@@ -1,4 +1,4 @@
-"""The one scorer every algorithm is measured by: it reads only labels (DESIGN "Metrics")."""
+"""The one scorer every algorithm is measured by: it reads only labels (docs/design.md "Metrics")."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ from dpmmbench.algorithms.partitions import compact, log_crp_prior
 
 
 def log_joint(X, labels, family, alpha: float) -> float:
-    """log p(x, z) = log CRP prior of the partition + sum over clusters of log m(x_C) (SPEC §0.3).
+    """log p(x, z) = log CRP prior of the partition + sum over clusters of log m(x_C) (docs/algorithms.md §0.3).
 
     This is "the log-likelihood" of every figure. Conventions are the family's (e.g. the
     Dirichlet-multinomial excludes multinomial coefficients).
@@ -40,7 +40,7 @@ def _mutual_info(table, n):
 
 
 def vi(labels, truth) -> float:
-    """Variation of information in nats (Meila 2003; SPEC §8.5)."""
+    """Variation of information in nats (Meila 2003; docs/algorithms.md §8.5)."""
     table, n = _contingency(labels, truth)
     h1 = _entropy(table.sum(axis=1), n)
     h2 = _entropy(table.sum(axis=0), n)

@@ -1,4 +1,4 @@
-"""``auxvar``, the Williamson, Dubey & Xing auxiliary-variable sampler on workers (SPEC §3):
+"""``auxvar``, the Williamson, Dubey & Xing auxiliary-variable sampler on workers (docs/algorithms.md §3):
 exact on two serial shards (enumeration harness), whole clusters and their rows really move
 between shards (every point on exactly one shard, rows intact, reported sizes equal a
 recomputation), reproducible, traffic dominated by the moved rows, per-worker load in the
@@ -87,7 +87,7 @@ def test_wire_size_does_not_depend_on_where_dtypes_came_from():
 
 @pytest.mark.slow
 def test_exact_with_two_shards(monkeypatch, request):
-    """The enumeration harness (calibrated threshold, SPEC §9.3) with every chain on two
+    """The enumeration harness (calibrated threshold, docs/algorithms.md §9.3) with every chain on two
     serial shards: local sweeps at alpha / 2 plus the exact global move (one shard is
     plain collapsed Gibbs, covered by the registry-wide harness)."""
     X, fam, alpha = PROBLEMS["known-1d"]()

@@ -180,7 +180,7 @@ def test_user_errors_fail_before_a_cluster_starts(monkeypatch):
         driver.run("nope", "synth-chang2013?n=50", 1)
 
 
-# ---- spawn safety (ENGINEERING-NOTES §1.5) ----------------------------------------------------
+# ---- spawn safety (docs/design.md "Dask clusters") --------------------------------------------
 # Dask starts worker processes with `spawn`, which first re-imports the parent's main module
 # as `__mp_main__`: by module name for `python -m`, by path for a script (and for a Snakemake
 # `script:`, without its `snakemake` object). Whatever a workflow entry point does at module

@@ -1,6 +1,6 @@
 """Wang & Lin (2017) consolidation samplers (``cons-prog``, ``cons-pooled``, ``cons-hung``,
-``cons-async``; SPEC §8): the compiled statistics arithmetic against the families, the
-pooled-consolidation kernel exact for its own target (SPEC §9.2, by enumeration) and its
+``cons-async``; docs/algorithms.md §8): the compiled statistics arithmetic against the families, the
+pooled-consolidation kernel exact for its own target (docs/algorithms.md §9.2, by enumeration) and its
 sampler against that target, the worker's sweep exact on one shard (the bias of the
 pipeline is the consolidation's), Hungarian matching optimal and one-to-one, master
 statistics equal to a recomputation from the labels, reproducibility, traffic, recovery of
@@ -63,7 +63,7 @@ def test_kernel_table_from_stats_is_the_kernel_table(problem):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
-# ---- pooled consolidation: the kernel alone is exact for its target (SPEC §8.3, §9.2) ----------
+# ---- pooled consolidation: the kernel alone is exact for its target (docs/algorithms.md §8.3, §9.2) --
 
 def unequal_atoms():
     """Six sub-clusters of 1 to 3 points along a line, overlapping enough that the target
@@ -149,7 +149,7 @@ def pooled_transition_matrix(rows, fam, alpha):
 
 @pytest.mark.parametrize("atoms", sorted(ATOMS))
 def test_pooled_kernel_leaves_its_target_invariant(atoms):
-    """SPEC §9.2 on the target of SPEC §8.3: ||pi T - pi||_1 < 1e-10 over the 203 groupings of
+    """docs/algorithms.md §9.2 on the target of docs/algorithms.md §8.3: ||pi T - pi||_1 < 1e-10 over the 203 groupings of
     six atoms, and detailed balance (the merge and split moves are each other's reverse)."""
     rows, fam, alpha = ATOMS[atoms]()
     parts, T = pooled_transition_matrix(rows, fam, alpha)
@@ -177,7 +177,7 @@ def test_pooled_check_catches_a_wrong_ratio():
 def test_pooled_sampler_draws_its_target():
     """The compiled loop (proposal draws, acceptance, table updates after accepted moves)
     visits groupings with the target frequencies: TV within the calibrated Monte Carlo
-    threshold of SPEC §9.3 (8 chains, variance inflation measured from their spread)."""
+    threshold of docs/algorithms.md §9.3 (8 chains, variance inflation measured from their spread)."""
     rows, fam, alpha = ATOMS["unequal-1d"]()
     model, la = cons.family_model(fam), math.log(alpha)
     parts = np.array(list(enumerate_partitions(6)))
@@ -212,7 +212,7 @@ def test_one_shard_without_consolidation_is_collapsed_gibbs(monkeypatch, request
     """With one shard the worker's sweep sees every point: it is Neal's Algorithm 3, and
     with new components kept apart (no consolidation) the pipeline passes the exactness
     harness. The distance the harness reports for ``cons-*`` comes from the consolidation
-    step re-deciding new components without an MH correction (SPEC §9.6)."""
+    step re-deciding new components without an MH correction (docs/algorithms.md §9.6)."""
     def keep_apart(self, state, w):
         a = state.atoms
         for p in np.flatnonzero((a.gid < 0) & (a.worker == w)):

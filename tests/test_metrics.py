@@ -1,4 +1,4 @@
-"""The shared scorer: SPEC §8.5 test values, scikit-learn cross-checks, log_joint by hand."""
+"""The shared scorer: docs/algorithms.md §8.5 test values, scikit-learn cross-checks, log_joint by hand."""
 import numpy as np
 import pytest
 from scipy.special import gammaln

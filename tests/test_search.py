@@ -1,4 +1,4 @@
-"""The A*/beam MAP search (``search``, Daumé 2007; SPEC §7, §9.4).
+"""The A*/beam MAP search (``search``, Daumé 2007; docs/algorithms.md §7, §9.4).
 
 * A* (admissible heuristic, unbounded queue) returns the brute-force MAP for N <= 9 on all
   three families, under both partition priors; the gaps of beams and of the inadmissible

@@ -1,4 +1,4 @@
-"""``slice-mr``, the Ge et al. map-reduce slice sampler (SPEC §4), on the serial backend: the
+"""``slice-mr``, the Ge et al. map-reduce slice sampler (docs/algorithms.md §4), on the serial backend: the
 master's draws against brute force, exactness with several shards, statistics kept
 consistent with the labels, reproducibility, traffic of the expected size, and recovery of
 a known clustering. The Dask backend is compared with these runs in ``test_backend.py``."""
@@ -26,7 +26,7 @@ def run(X, family, alpha, backend, seed=3, steps=10, init_clusters=2):
 
 def test_minimum_slice_matches_brute_force():
     """k* and u* from the Beta(1, n_k) trick have the law of the argmin and min of the
-    explicit slices u_i ~ U(0, w_{z_i}) (SPEC §4.3)."""
+    explicit slices u_i ~ U(0, w_{z_i}) (docs/algorithms.md §4.3)."""
     w = np.array([0.45, 0.3, 0.2])
     counts = np.array([3.0, 2.0, 1.0])
     z = np.repeat(np.arange(3), counts.astype(int))
@@ -86,7 +86,7 @@ def test_reduce_payload_is_consistent():
 
 @pytest.mark.slow
 def test_exact_with_several_shards(monkeypatch, request):
-    """The enumeration harness (calibrated threshold, SPEC §9.3) with every chain on two
+    """The enumeration harness (calibrated threshold, docs/algorithms.md §9.3) with every chain on two
     serial shards, so that the choice of the shard m* holding the minimum slice matters."""
     X, fam, alpha = PROBLEMS["known-1d"]()
     monkeypatch.setattr(algorithms, "make", functools.partial(algorithms.make, backend=SerialBackend(2)))

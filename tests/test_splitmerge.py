@@ -1,6 +1,6 @@
-"""Split-merge samplers: ``gibbs-sams`` (SAMS, SPEC §1) and ``gibbs-splitmerge`` (Jain-Neal, §2).
+"""Split-merge samplers: ``gibbs-sams`` (SAMS, docs/algorithms.md §1) and ``gibbs-splitmerge`` (Jain-Neal, §2).
 
-The core check is SPEC §9.2: at N = 5 every random choice of one move can be enumerated
+The core check is docs/algorithms.md §9.2: at N = 5 every random choice of one move can be enumerated
 (ordered anchor pairs x allocation orders x allocations for SAMS; pairs x launch states x
 scan outcomes for Jain-Neal), so its exact transition matrix over the 52 partitions is
 built -- from the library's own proposal functions, run in their forced mode -- and the
@@ -28,7 +28,7 @@ from dpmmbench.reports.metrics import vi
 
 
 def appendix_a():
-    """SPEC Appendix A: 1-D known variance, prior N(0, 2^2), alpha = 1.3."""
+    """docs/algorithms.md Appendix A: 1-D known variance, prior N(0, 2^2), alpha = 1.3."""
     X = np.array([[-2.1], [-1.7], [0.1], [1.9], [2.4]])
     return X, NormalKnownCovariance(sigma=1.0, mu0=[0.0], sigma0=2.0), 1.3
 
@@ -168,7 +168,7 @@ def test_jain_neal_move_leaves_the_posterior_invariant(case, t):
 # ---- known-wrong variants (test-only) must fail the same check ---------------------------
 
 def sams_imaginary_merge_outcomes(ctx, z, i, j):
-    """The published bug (SPEC §1): the merge's reverse probability is that of a freshly
+    """The published bug (docs/algorithms.md §1): the merge's reverse probability is that of a freshly
     *sampled* imaginary split instead of the forced actual one."""
     if z[i] == z[j]:
         yield from sams_outcomes(ctx, z, i, j)
@@ -193,7 +193,7 @@ def sams_wrong_alpha_outcomes(ctx, z, i, j):
 
 
 def jain_neal_assembly_order(z, i, j):
-    """Direction-dependent order (SPEC §0.5): a merge scans "cluster of i, then cluster of
+    """Direction-dependent order (docs/algorithms.md §0.5): a merge scans "cluster of i, then cluster of
     j"; a split scans its cluster in sorted order."""
     rest = others(z, i, j)
     return np.concatenate([rest[z[rest] == z[i]], rest[z[rest] != z[i]]])
@@ -202,7 +202,7 @@ def jain_neal_assembly_order(z, i, j):
 def test_wrong_sams_variants_fail_the_invariance_check():
     pi, T = transition_matrix("known-1d", sams_imaginary_merge_outcomes)
     assert stationarity_residual(pi, T) > 1e-3
-    # SPEC Appendix A measured TV 0.054 for this bug on this very problem
+    # docs/algorithms.md Appendix A measured TV 0.054 for this bug on this very problem
     assert stationary_tv(pi, T) == pytest.approx(0.054, abs=0.0015)
     pi, T = transition_matrix("known-1d", sams_wrong_alpha_outcomes)
     assert stationarity_residual(pi, T) > 1e-3
@@ -211,7 +211,7 @@ def test_wrong_sams_variants_fail_the_invariance_check():
 def test_direction_dependent_jain_neal_order_fails_the_invariance_check():
     pi, T = transition_matrix("known-1d", jain_neal_outcomes(0, order=jain_neal_assembly_order))
     assert stationarity_residual(pi, T) > 1e-4
-    assert stationary_tv(pi, T) == pytest.approx(4e-3, rel=0.15)  # SPEC Appendix A
+    assert stationary_tv(pi, T) == pytest.approx(4e-3, rel=0.15)  # docs/algorithms.md Appendix A
 
 
 # ---- the compiled loops agree with themselves ---------------------------------------------

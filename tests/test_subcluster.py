@@ -1,5 +1,5 @@
 """Sub-cluster samplers: the random Dirichlet-categorical split/merge pair is an exact MH
-move (SPEC §9.2 transition matrix), the Chang-code ratio is not, and the label step never
+move (docs/algorithms.md §9.2 transition matrix), the Chang-code ratio is not, and the label step never
 empties a cluster."""
 import itertools
 import math
@@ -70,7 +70,7 @@ def random_move_matrix(X, fam, alpha, p, log_ratio=random_split_log_ratio):
 
 
 def chang_code_ratio(alpha, p, n_clusters, pairs_after, nl, nr, Ll, Lr, Lw):
-    """The ratio of Chang's released code (SPEC §5.5): it omits the size terms
+    """The ratio of Chang's released code (docs/algorithms.md §5.5): it omits the size terms
     log G(n_l) + log G(n_r) - log G(a/2 + n_l) - log G(a/2 + n_r)."""
     n = nl + nr
     log_select = math.log((1 - p) / pairs_after) - math.log(p / n_clusters) - math.log(2.0)
@@ -166,7 +166,7 @@ def ideal_subcluster_matrix(X, fam, alpha, p=0.5, ratio="chang"):
     sub-labels are a fresh draw from their exact conditional T (ideal burn-in).
 
     ``ratio="chang"``: with probability p, split a uniform cluster along its sub-labels and
-    accept with Chang & Fisher's ratio (SPEC §5.3, no reverse move); otherwise stay.
+    accept with Chang & Fisher's ratio (docs/algorithms.md §5.3, no reverse move); otherwise stay.
     ``ratio="exact"``: the same split paired with a deterministic merge of a uniform pair,
     both accepted with the exact ratio of :func:`_ideal_split_log_ratio`."""
     N = X.shape[0]
@@ -217,7 +217,7 @@ def _stationary(T):
 
 @pytest.mark.parametrize("name", ["known-1d", "niw-2d"])
 def test_ideal_subcluster_split_is_biased_and_exact_pair_is_not(name):
-    """Settles SPEC §9.6's [uncertain] row for the sub-cluster sampler: even with perfectly
+    """Settles the docs/algorithms.md §9.6 row for the sub-cluster sampler: even with perfectly
     burnt-in sub-clusters, Chang & Fisher's deterministic split has no reverse move and its
     ratio omits the normaliser of the sub-label distribution, so a chain of exact moves
     (collapsed Gibbs sweeps, the exact random split/merge pair) plus that split does not

@@ -1,9 +1,9 @@
-"""Collapsed Gibbs with super-clusters (``gibbs-supercluster``, SPEC §3).
+"""Collapsed Gibbs with super-clusters (``gibbs-supercluster``, docs/algorithms.md §3).
 
-The main check is SPEC §9.2 on the augmented state (partition z, super-cluster s of each
+The main check is docs/algorithms.md §9.2 on the augmented state (partition z, super-cluster s of each
 cluster): the exact transition matrix of one step (the P local sweeps, every scan order
 enumerated, then the global step) built from the compiled kernels' own conditional weights
-leaves the joint p(z, s) of SPEC §3.2 invariant, so its partition marginal is the DP
+leaves the joint p(z, s) of docs/algorithms.md §3.2 invariant, so its partition marginal is the DP
 posterior. The same matrix with the Wang & Lin code's count-based acceptance for the global
 moves is shown to fail.
 """
@@ -30,7 +30,7 @@ N_EXACT = 5  # Bell(5) = 52 partitions; the augmented chain has sum_z P^K(z) sta
 
 def five_point_problem(label):
     """The first five points of a shared tiny problem (for ``known-1d`` these are exactly
-    the data of SPEC Appendix A)."""
+    the data of docs/algorithms.md Appendix A)."""
     X, fam, alpha = PROBLEMS[label]()
     return X[:N_EXACT], fam, alpha
 
@@ -42,7 +42,7 @@ class AugmentedChain:
     on a tiny data set.
 
     A state is ``(z, s)``: ``z`` a restricted growth string, ``s[k]`` the super-cluster of
-    cluster ``k`` of ``z``. The target is p(z, s | x) = p(z | x) P^-K(z) (SPEC §3.2).
+    cluster ``k`` of ``z``. The target is p(z, s | x) = p(z | x) P^-K(z) (docs/algorithms.md §3.2).
     """
 
     def __init__(self, X, family, alpha, P):
@@ -181,7 +181,7 @@ def chains():
 @pytest.mark.parametrize("key", [("dirmult", 2), ("known-1d", 2), ("niw-2d", 2), ("known-1d", 3)],
                          ids=lambda k: f"{k[0]}-P{k[1]}")
 def test_one_step_leaves_the_augmented_joint_invariant(chains, key):
-    """SPEC §9.2 over (z, s): local step, global step and one full step each leave
+    """docs/algorithms.md §9.2 over (z, s): local step, global step and one full step each leave
     p(z, s) invariant, and the stationary law of the step has the DP posterior as its
     partition marginal."""
     ch = chains[key]
@@ -200,7 +200,7 @@ def test_one_step_leaves_the_augmented_joint_invariant(chains, key):
 
 def test_wang_lin_count_based_acceptance_is_biased(chains):
     """The count-based acceptance of the Wang & Lin code, with uniform cluster/target
-    selection, breaks invariance and biases the partition marginal (SPEC §3.3)."""
+    selection, breaks invariance and biases the partition marginal (docs/algorithms.md §3.3)."""
     for label in sorted(PROBLEMS):
         ch = chains[(label, 2)]
         T = ch.local_matrix() @ ch.wang_lin_global_matrix()

@@ -1,4 +1,4 @@
-"""The one way a run reaches Dask (DESIGN "Workflow", ENGINEERING-NOTES §1.4, §3.3, §4.2).
+"""The one way a run reaches Dask (docs/design.md "Dask clusters").
 
 A run either joins an existing cluster -- the ``scheduler`` argument (the workflow passes its
 config's ``dask.scheduler``), else ``$DASK_SCHEDULER_ADDRESS``, else dask's own

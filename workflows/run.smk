@@ -7,8 +7,8 @@ wildcard_constraints:
 
 # One run per job. The job reaches Dask through workflows/cluster.py: the config's
 # dask.scheduler (or $DASK_SCHEDULER_ADDRESS), else a LocalCluster of its own, which is why
-# it claims workers x threads cores. `shell:` + `python -m`, never `script:` (ENGINEERING-NOTES
-# §1.5: spawned Dask workers re-import a `script:` file without its `snakemake` object).
+# it claims workers x threads cores. `shell:` + `python -m`, never `script:` (see
+# docs/design.md "Dask clusters": spawned Dask workers re-import a `script:` file without its `snakemake` object).
 rule run_chain:
     input:
         # a downloaded dataset is fetched and preprocessed once (workflows/data.smk)

@@ -1,4 +1,4 @@
-"""Execution backends for sharded samplers (DESIGN.md "Execution model").
+"""Execution backends for sharded samplers (docs/design.md "Execution model").
 
 The data are split into contiguous shards that stay where they were created; each iteration
 the master sends every shard the small global state and a pure map function turns it into

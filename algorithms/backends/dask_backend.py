@@ -1,4 +1,4 @@
-"""The Dask backend: shards resident on ``distributed`` workers (ENGINEERING-NOTES §3.1).
+"""The Dask backend: shards resident on ``distributed`` workers (docs/design.md "Backends").
 
 Each shard lives in a Dask *actor* (:class:`ShardActor`) on its worker. An iteration calls
 ``actor.step(fn, payload)``: one direct request to the worker and one reply with the map

