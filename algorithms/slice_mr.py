@@ -11,7 +11,12 @@ Reduce (master), from the statistics of the last map:
   on ``(0, w_k)``, so ``u* = min_k u_k`` is attained in ``k*`` by a uniformly chosen point of
   that component, on shard ``m*`` with probability proportional to its count there;
 * new components from ``G0`` with stick-breaking weights ``w_* Beta(1, alpha)`` until the
-  mass left is below ``u*`` (no component beyond could ever pass a slice);
+  mass left is below ``u*`` (no component beyond could ever pass a slice). Their number
+  grows like ``alpha log(w_* / u*)``: with a huge ``alpha`` it is unbounded in practice, so
+  an iteration that would need more than the option ``max_new_components`` stops with a
+  ValueError instead of exhausting memory. Truncating the stick-breaking instead would change
+  the stationary distribution; every run that stays under the cap is exact and draws
+  exactly what it would without one;
 * broadcast relabelling, weights, parameters, ``u*``, ``k*``, ``m*`` (components sorted by
   decreasing weight, so the components a slice allows are a prefix).
 
@@ -37,6 +42,7 @@ from ._numerics import (
 from ._shard_maps import component_stats
 from .backends import ShardedState
 from .base import Sampler
+from .constraints import Interval, Option
 from .labelstep import take_params
 from .partitions import compact
 
@@ -146,15 +152,40 @@ def minimum_slice(log_w: np.ndarray, counts: np.ndarray, rng: np.random.Generato
     return k_star, float(log_u[k_star])
 
 
-def break_sticks(log_rest: float, log_u_star: float, alpha: float, rng: np.random.Generator) -> list[float]:
+def break_sticks(log_rest: float, log_u_star: float, alpha: float, rng: np.random.Generator,
+                 limit: int | None = None) -> list[float]:
     """Log weights of the new components: stick-breaking of the leftover mass ``w_*`` with
     ``Beta(1, alpha)`` fractions until what is left is below ``u*`` (docs/algorithms.md §4.3).
 
     ``1 - v ~ Beta(alpha, 1) = U^(1/alpha)``, with ``U`` on ``(0, 1]`` so that the log stays
     finite (``U = 1`` is a stick of length 0).
+
+    Parameters
+    ----------
+    log_rest : float
+        Log of the leftover mass ``w_*``.
+    log_u_star : float
+        Log of the minimum slice ``u*``.
+    alpha : float
+        DP concentration.
+    rng : numpy.random.Generator
+    limit : int, optional
+        Most new components allowed (None: no limit). The draws are the same as without a
+        limit until it is reached.
+
+    Raises
+    ------
+    ValueError
+        More than ``limit`` components would be needed (about ``alpha log(w_* / u*)``).
     """
     new_log_w = []
     while log_rest >= log_u_star:
+        if limit is not None and len(new_log_w) >= limit:
+            expected = alpha * (log_rest - log_u_star) + len(new_log_w)
+            raise ValueError(
+                f"slice-mr: this iteration needs more than max_new_components={limit} new components "
+                f"(alpha={alpha:g}: about alpha * log(w_*/u*) = {expected:.3g}); lower alpha, or raise the "
+                "option 'max_new_components' if memory allows")
         log_keep = math.log(1.0 - rng.random()) / alpha
         new_log_w.append(log_rest + math.log(-math.expm1(log_keep)) if log_keep < 0 else -math.inf)
         log_rest += log_keep
@@ -175,6 +206,9 @@ class SliceMapReduce(Sampler):
     name = "slice-mr"
     exact = True
     supports_backend = True
+    options = {"max_new_components": Option(
+        10_000, Interval(int, 1),
+        "most new components in one iteration (more raises ValueError; see the module docstring)")}
 
     def _init(self, X, labels, rng):
         labels, K = compact(labels)
@@ -209,7 +243,7 @@ class SliceMapReduce(Sampler):
         k_star, log_u_star = minimum_slice(log_w, n, rng)
         holders = np.cumsum(counts[:, active[k_star]])
         m_star = int(np.searchsorted(holders, rng.random() * holders[-1], side="right"))
-        new_log_w = break_sticks(log_rest, log_u_star, alpha, rng)
+        new_log_w = break_sticks(log_rest, log_u_star, alpha, rng, self.params["max_new_components"])
         n_new = len(new_log_w)
         if n_new:
             log_w = np.concatenate([log_w, new_log_w])
