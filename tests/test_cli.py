@@ -289,11 +289,16 @@ def test_cli_unreachable_scheduler_subprocess(tmp_path):
 def test_cli_threads_name_and_stale_temporaries_subprocess(tmp_path):
     out = tmp_path / "traces" / "trace.csv"
     out.parent.mkdir()
-    # What a SIGKILL during atomic_write leaves behind (trace and sidecar), and a neighbour's.
-    stale = [out.parent / ".trace.csv.4242.0badc0de.tmp", out.parent / ".trace.csv.meta.json.4242.0badc0de.tmp"]
-    neighbour = out.parent / ".other.csv.4242.0badc0de.tmp"
-    for path in stale + [neighbour]:
+    # What a SIGKILL during atomic_write leaves behind (trace and sidecar), a neighbour's,
+    # and user files that look like temporaries.
+    pid = dead_pid()
+    stale = [out.parent / f".trace.csv.dpmmbench-tmp-{pid}-0badc0de",
+             out.parent / f".trace.csv.meta.json.dpmmbench-tmp-{pid}-0badc0de"]
+    kept = [out.parent / f".other.csv.dpmmbench-tmp-{pid}-0badc0de", out.parent / ".trace.csv.4242.0badc0de.tmp",
+            out.parent / "trace.csv.tmp", out.parent / ".trace.csv.swp"]
+    for path in stale + kept:
         path.write_bytes(b"partial")
+        age(path)
     cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", *BASE, "--algorithm", "gibbs", "--threads", "2",
            "--name", "gibbs-two-threads", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
@@ -302,18 +307,88 @@ def test_cli_threads_name_and_stale_temporaries_subprocess(tmp_path):
     assert (df["algorithm"] == "gibbs-two-threads").all()
     assert meta["algorithm"] == "gibbs" and meta["name"] == "gibbs-two-threads" and meta["threads"] == 2
     assert meta["dask"]["threads_per_worker"] == 2 and meta["worker"]["numba_threads"] == 2
-    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, out.name + ".meta.json", neighbour.name])
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, out.name + ".meta.json"]
+                                                                  + [p.name for p in kept])
+    assert all(p.read_bytes() == b"partial" for p in kept)
+
+
+def dead_pid() -> int:
+    """The process id of a process that has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def age(path, seconds=3600):
+    """Set ``path``'s modification time ``seconds`` in the past."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
 
 
 def test_remove_stale_temporaries_only_touches_its_own(tmp_path):
-    target = tmp_path / "a[1].parquet"  # glob characters in the name are taken literally
-    own = tmp_path / ".a[1].parquet.1.ab.tmp"
-    other = tmp_path / ".a1.parquet.1.ab.tmp"
-    for path in (target, own, other):
+    target = tmp_path / "a[1].csv"  # regex and glob characters in the name are taken literally
+    dead, alive = dead_pid(), os.getpid()
+    own = [tmp_path / f".a[1].csv.dpmmbench-tmp-{dead}-0123abcd",
+           tmp_path / f".a[1].csv.meta.json.dpmmbench-tmp-{dead}-0123abcd"]
+    kept = [tmp_path / f".a[1].csv.dpmmbench-tmp-{alive}-0123abcd",   # its writer is running
+            tmp_path / f".a1.csv.dpmmbench-tmp-{dead}-0123abcd",      # another file's
+            tmp_path / f".a[1].csv.{dead}.0123abcd.tmp",              # not this suite's marker
+            tmp_path / f".a[1].csv.dpmmbench-tmp-{dead}-0123abcd.bak",  # a user's copy
+            tmp_path / f".a[1].csv.dpmmbench-tmp-{dead}-0123abc"]     # not 8 hex digits
+    recent = tmp_path / f".a[1].csv.dpmmbench-tmp-{dead}-89abcdef"   # written a moment ago
+    for path in [target, *own, *kept, recent]:
         path.write_bytes(b"x")
-    assert remove_stale_temporaries(target) == [own]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, other.name])
+    for path in [*own, *kept]:
+        age(path)
+    assert sorted(remove_stale_temporaries(target)) == sorted(own)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in [target, *kept, recent])
     assert remove_stale_temporaries(tmp_path / "missing" / "t.csv") == []
+
+
+def test_interrupted_pair_write_leaves_the_old_pair_or_nothing(tmp_path, monkeypatch):
+    """Ctrl-C (or any exception) between the sidecar's rename and the CSV's."""
+    real_replace, calls = os.replace, []
+
+    def fail_second(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_replace(src, dst)
+
+    old = chain(iterations=1)
+    path = write_trace(old, tmp_path / "trace.csv", {"run": "old"})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    monkeypatch.setattr(os, "replace", fail_second)
+    with pytest.raises(KeyboardInterrupt):
+        write_trace(chain(iterations=3), path, {"run": "new"})
+    assert calls[:2] == [tmp_path / "trace.csv.meta.json", path]  # the sidecar goes first
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # the old pair, nothing else
+    back, meta = read_trace(path)
+    assert meta == {"run": "old"} and len(back) == 2
+
+    calls.clear()  # the first write of a pair: nothing remains
+    with pytest.raises(KeyboardInterrupt):
+        write_trace(old, tmp_path / "new.csv", {"run": "new"})
+    assert {p.name for p in tmp_path.iterdir()} == set(before)
+
+
+def test_read_trace_refuses_a_mismatched_pair(tmp_path):
+    path = write_trace(chain(iterations=1), tmp_path / "a.csv", {"run": "a"})
+    write_trace(chain(iterations=2), tmp_path / "b.csv", {"run": "b"})
+    # What a kill between the two renames leaves: the new sidecar next to the old CSV.
+    os.replace(tmp_path / "b.csv.meta.json", tmp_path / "a.csv.meta.json")
+    with pytest.raises(ValueError, match="does not match its sidecar"):
+        read_trace(path)
+    edited = write_trace(chain(iterations=2), tmp_path / "e.csv", {"run": "e"})
+    edited.write_bytes(edited.read_bytes().replace(b"gibbs", b"gibbz"))
+    with pytest.raises(ValueError, match="does not match its sidecar"):
+        read_trace(edited)
+    legacy = tmp_path / "legacy.csv"  # a sidecar written before digests: taken as it is
+    legacy.write_bytes(path.read_bytes())
+    (tmp_path / "legacy.csv.meta.json").write_text(json.dumps({"run": "legacy"}))
+    assert read_trace(legacy)[1] == {"run": "legacy"}
+    with pytest.raises(ValueError, match="reserved"):
+        write_trace(chain(iterations=1), tmp_path / "c.csv", {"csv_sha256": "x"})
 
 
 def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
