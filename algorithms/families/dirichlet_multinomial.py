@@ -8,6 +8,7 @@ comparison between partitions is unaffected ("bag of tokens" convention).
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
@@ -16,7 +17,158 @@ from scipy.special import gammaln
 
 from .._numba_cache import kernel
 from .._numerics import log_dirichlet
+from ..constraints import Interval
 from ._base import CollapsedKernels, Family
+
+
+#: the symmetric concentration: normal doubles only (scipy's gammaln of a subnormal is inf,
+#: which makes the log marginal NaN), and small enough that gamma + counts has a finite lgamma
+GAMMA = Interval(Real, 1e-300, 1e300)
+#: bound on B = gamma * vocab_size: lgamma(B + total count) stays finite below ~2.5e305
+MAX_TOTAL_PRIOR = 1e300
+#: bound on the sum of all counts: beyond 2**53 a float64 sum of counts is no longer exact
+MAX_TOTAL_COUNT = 2 ** 53
+
+
+def check_count_matrix(X, vocab_size: int, name: str = "X") -> sp.csr_matrix:
+    """Check a (documents x vocabulary) count matrix completely; return a canonical CSR copy.
+
+    Every array of a sparse input is checked (index dtypes and bounds, ``indptr`` monotone
+    and consistent with the lengths of ``indices`` and ``data``, the shape) before any
+    compiled code (scipy's conversions, the numba kernels) reads it: the kernels index
+    ``counts[k, indices[p]]`` without bounds checks. The cost is O(nnz + N).
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array (CSR, CSC or COO checked as such; other formats are
+        converted to COO first), or a dense (N, V) array
+    vocab_size : int
+        Number of columns V the family expects.
+    name : str
+        What ``X`` is called in messages.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        float64 counts with sorted, unique column indices (duplicates summed) and no stored
+        zeros.
+
+    Raises
+    ------
+    TypeError
+        Not numeric, complex, or non-integer index arrays.
+    ValueError
+        Malformed structure, a column outside ``0..vocab_size-1``, or counts that are
+        negative, fractional, NaN, inf, or sum past 2**53.
+    """
+    if not sp.issparse(X):
+        arr = np.asarray(X)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D count matrix (documents x vocabulary), got shape {arr.shape}")
+        _check_values(arr.ravel(), name)
+        X = sp.csr_matrix(arr)
+    shape = _check_shape(X.shape, name)
+    if shape[1] != vocab_size:
+        raise ValueError(f"{name} has {shape[1]} vocabulary columns but the DirichletMultinomial prior has "
+                         f"vocab_size {vocab_size}")
+    fmt = X.format
+    if fmt == "csr":
+        data, indices, indptr = _check_compressed(X.data, X.indices, X.indptr, shape, name, "row", "column")
+        out = sp.csr_matrix((data, indices, indptr), shape=shape)
+    elif fmt == "csc":
+        data, indices, indptr = _check_compressed(X.data, X.indices, X.indptr, shape[::-1], name, "column", "row")
+        out = sp.csc_matrix((data, indices, indptr), shape=shape).tocsr()
+    else:
+        if fmt != "coo":
+            X = X.tocoo()
+        data, row, col = (np.asarray(a) for a in (X.data, X.row, X.col))
+        if not (data.ndim == row.ndim == col.ndim == 1 and len(data) == len(row) == len(col)):
+            raise ValueError(f"{name} (COO): data, row and col must be 1-D of one length, got lengths "
+                             f"{len(data)}, {len(row)}, {len(col)}")
+        for what, idx, bound in (("row", row, shape[0]), ("col", col, shape[1])):
+            _check_index_array(idx, f"{name} (COO) {what}")
+            if len(idx) and (idx.min() < 0 or idx.max() >= bound):
+                p = int(np.argmax((idx < 0) | (idx >= bound)))
+                raise ValueError(f"{name} (COO) {what}: index {int(idx[p])} outside 0..{bound - 1} at entry {p}")
+        data = _check_values(data, name)
+        out = sp.coo_matrix((data, (row, col)), shape=shape).tocsr()
+    out = sp.csr_matrix(out, dtype=np.float64, copy=True)
+    # Canonical form: the kernels' predictive adds lgamma terms per stored entry, which is
+    # wrong for a word stored twice, so duplicates are summed (and indices sorted).
+    out.sum_duplicates()
+    out.eliminate_zeros()
+    return out
+
+
+def _check_shape(shape, name):
+    try:
+        rows, cols = (int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must have a 2-D shape (documents, vocabulary), got {shape!r}") from None
+    if rows < 1 or cols < 0:
+        raise ValueError(f"{name} must be a non-empty (documents x vocabulary) matrix, got shape {tuple(shape)}")
+    return rows, cols
+
+
+def _check_index_array(idx, what):
+    if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"{what} must be a 1-D integer array, got dtype {idx.dtype} and shape {idx.shape}")
+
+
+def _check_compressed(data, indices, indptr, shape, name, major, minor):
+    """The structure of a CSR (``major="row"``) or CSC matrix, then its values; return the
+    three arrays (data as float64)."""
+    fmt = "CSR" if major == "row" else "CSC"
+    data, indices, indptr = np.asarray(data), np.asarray(indices), np.asarray(indptr)
+    n_major, n_minor = shape
+    _check_index_array(indptr, f"{name} ({fmt}) indptr")
+    _check_index_array(indices, f"{name} ({fmt}) indices")
+    if data.ndim != 1:
+        raise ValueError(f"{name} ({fmt}) data must be 1-D, got shape {data.shape}")
+    if len(indptr) != n_major + 1:
+        raise ValueError(f"{name} ({fmt}) indptr has length {len(indptr)}, expected {n_major + 1} "
+                         f"(the number of {major}s + 1)")
+    if indptr[0] != 0:
+        raise ValueError(f"{name} ({fmt}) indptr must start at 0, got {int(indptr[0])}")
+    steps = np.diff(indptr)
+    if len(steps) and steps.min() < 0:
+        r = int(np.argmax(steps < 0))
+        raise ValueError(f"{name} ({fmt}) indptr decreases at {major} {r} ({int(indptr[r])} > {int(indptr[r + 1])})")
+    nnz = int(indptr[-1])
+    if len(indices) != nnz:
+        raise ValueError(f"{name} ({fmt}) indices have length {len(indices)} but indptr ends at {nnz}")
+    if len(data) != nnz:
+        raise ValueError(f"{name} ({fmt}) data has length {len(data)} but indptr ends at {nnz}")
+    if nnz:
+        low, high = indices.min(), indices.max()
+        if low < 0 or high >= n_minor:
+            p = int(np.argmax((indices < 0) | (indices >= n_minor)))
+            at = int(np.searchsorted(indptr, p, side="right")) - 1
+            bound = f"vocab_size {n_minor}" if minor == "column" else f"the {n_minor} rows"
+            if indices[p] < 0:
+                raise ValueError(f"{name} ({fmt}) indices: negative {minor} {int(indices[p])} in {major} {at}")
+            raise ValueError(f"{name} ({fmt}) indices: {minor} {int(indices[p])} >= {bound} in {major} {at}")
+    return _check_values(data, name), indices, indptr
+
+
+def _check_values(data, name):
+    """Counts: finite, non-negative integers of exactly representable total; as float64."""
+    if data.dtype == object or not (np.issubdtype(data.dtype, np.number) or data.dtype == bool):
+        raise TypeError(f"{name} must hold numeric counts, got dtype {data.dtype}")
+    if np.issubdtype(data.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold real counts, got complex dtype {data.dtype}")
+    d = data.astype(np.float64)
+    if not np.all(np.isfinite(d)):
+        bad = d[~np.isfinite(d)][0]
+        raise ValueError(f"{name} contains NaN or inf counts (first: {'NaN' if np.isnan(bad) else 'inf'})")
+    if np.any(d < 0):
+        raise ValueError(f"{name} contains negative counts")
+    if np.any(d != np.round(d)):
+        raise ValueError(f"{name} contains non-integer (fractional) counts")
+    if d.sum() > MAX_TOTAL_COUNT:
+        raise ValueError(f"{name}: the counts sum to {d.sum():g}, more than 2**53 (float64 sums are exact only "
+                         f"up to there)")
+    return d
 
 
 class CountStats(NamedTuple):
@@ -40,14 +192,13 @@ class DirichletMultinomial(Family):
     """
 
     def __init__(self, gamma, vocab_size):
-        if not (np.isfinite(gamma) and gamma > 0):
-            raise ValueError(f"gamma must be > 0, got {gamma}")
-        if int(vocab_size) != vocab_size or vocab_size < 1:
-            raise ValueError(f"vocab_size must be a positive integer, got {vocab_size}")
-        self.gamma = float(gamma)
-        self.vocab_size = int(vocab_size)
+        self.gamma = GAMMA.check("gamma", gamma)
+        self.vocab_size = Interval(Integral, 1, None).check("vocab_size", vocab_size)
         self.dim = self.vocab_size
         self.B = self.gamma * self.vocab_size
+        if self.B > MAX_TOTAL_PRIOR:
+            # lgamma(B + counts) must stay finite for the log marginal to be a number
+            raise ValueError(f"gamma * vocab_size must be <= {MAX_TOTAL_PRIOR:g}, got {self.B:g}")
 
     def __repr__(self):
         return f"DirichletMultinomial(gamma={self.gamma:g}, vocab_size={self.vocab_size})"
@@ -59,29 +210,7 @@ class DirichletMultinomial(Family):
 
     # ---- data ----------------------------------------------------------------------
     def validate(self, X):
-        if not sp.issparse(X):
-            arr = np.asarray(X)
-            if arr.ndim != 2:
-                raise ValueError(f"X must be a 2-D count matrix (documents x vocabulary), got shape {arr.shape}")
-            if not np.issubdtype(arr.dtype, np.number):
-                raise TypeError(f"X must hold numeric counts, got dtype {arr.dtype}")
-            X = sp.csr_matrix(arr)
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        if X.ndim != 2 or X.shape[0] == 0:
-            raise ValueError(f"X must be a non-empty (documents x vocabulary) matrix, got shape {X.shape}")
-        if X.shape[1] != self.vocab_size:
-            raise ValueError(f"X has {X.shape[1]} vocabulary columns but the DirichletMultinomial prior has "
-                             f"vocab_size {self.vocab_size}")
-        d = X.data
-        if not np.all(np.isfinite(d)):
-            raise ValueError("X contains NaN or inf counts")
-        if np.any(d < 0):
-            raise ValueError("X contains negative counts")
-        if np.any(d != np.round(d)):
-            raise ValueError("X contains non-integer (fractional) counts")
-        X.eliminate_zeros()
-        X.sort_indices()
-        return X
+        return check_count_matrix(X, self.vocab_size)
 
     # ---- statistics ----------------------------------------------------------------
     def _indicator(self, labels, n_clusters):
