@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpmmbench.algorithms.constraints import check_parameter
+from dpmmbench.algorithms.families._base import check_finite_score
 from dpmmbench.algorithms.partitions import compact, log_crp_prior
 
 
@@ -11,12 +13,21 @@ def log_joint(X, labels, family, alpha: float) -> float:
 
     This is "the log-likelihood" of every figure. Conventions are the family's (e.g. the
     Dirichlet-multinomial excludes multinomial coefficients).
+
+    Raises
+    ------
+    ValueError
+        Invalid ``X``, labels or ``alpha``, or a log joint that is not a finite number (data,
+        hyperparameters and ``alpha`` together past the range of float64): never NaN.
     """
+    alpha = check_parameter("alpha", alpha)
     X = family.validate(X)
     z, K = compact(labels)
     if len(z) != family.n_points(X):
         raise ValueError(f"labels have {len(z)} entries but X has {family.n_points(X)} points")
-    return log_crp_prior(z, alpha) + float(family.log_marginal_stats(family.stats(X, z, K)).sum())
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the result is checked instead
+        value = log_crp_prior(z, alpha) + float(family.log_marginal_stats(family.stats(X, z, K)).sum())
+    return check_finite_score(value, f"log joint under {family!r} with alpha={alpha:g}")
 
 
 def _contingency(a, b):

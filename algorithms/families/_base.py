@@ -110,10 +110,19 @@ class Family(ABC):
         return type(template)(*fields)
 
     def log_marginal(self, X) -> float:
-        """Log marginal likelihood of all points of ``X`` as one cluster."""
+        """Log marginal likelihood of all points of ``X`` as one cluster.
+
+        Raises
+        ------
+        ValueError
+            Invalid ``X``, or a result that is not a finite number (data and
+            hyperparameters together past the range of float64).
+        """
         X = self.validate(X)
         labels = np.zeros(self.n_points(X), dtype=np.int64)
-        return float(self.log_marginal_stats(self.stats(X, labels, 1))[0])
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the result is checked instead
+            value = float(self.log_marginal_stats(self.stats(X, labels, 1))[0])
+        return check_finite_score(value, f"log marginal under {self!r}")
 
     @abstractmethod
     def log_predictive(self, X, stats) -> np.ndarray:
@@ -162,9 +171,17 @@ class Family(ABC):
         return self.kernel_table_from_stats(self.stats(X, labels, capacity))
 
 
+#: largest magnitude of a data value (and of a prior mean) of the Gaussian families: squares
+#: of centred values (<= 4e200) and their sums over any data set stay finite, so the
+#: sufficient statistics never overflow to inf (which would make a log joint NaN)
+MAX_ABS_VALUE = 1e100
+
+
 def check_finite_matrix(X, name: str = "X", dim: int | None = None, family: Family | None = None) -> np.ndarray:
     """Validate a dense (N, D) real data matrix (with ``D == dim`` if given, the dimension of
-    ``family``'s prior); return it as C-contiguous float64."""
+    ``family``'s prior); return it as C-contiguous float64.
+
+    Values must be finite and at most :data:`MAX_ABS_VALUE` in magnitude."""
     if hasattr(X, "tocsr"):
         raise TypeError(f"{name} is a sparse matrix; this family needs a dense (N, D) array")
     try:
@@ -185,10 +202,25 @@ def check_finite_matrix(X, name: str = "X", dim: int | None = None, family: Fami
         r, c = np.argwhere(bad)[0]
         kind = "NaN" if np.isnan(arr[r, c]) else "inf"
         raise ValueError(f"{name} contains {int(bad.sum())} non-finite value(s) ({kind} at row {r}, column {c})")
+    if arr.size and np.abs(arr).max() > MAX_ABS_VALUE:
+        r, c = np.argwhere(np.abs(arr) > MAX_ABS_VALUE)[0]
+        raise ValueError(f"{name}[{r}, {c}] = {arr[r, c]:g} exceeds {MAX_ABS_VALUE:g} in magnitude (the largest "
+                         f"value whose square cannot overflow the sufficient statistics)")
     if dim is not None and arr.shape[1] != dim:
         raise ValueError(f"{name} has dimension {arr.shape[1]} but the {type(family).__name__} prior has "
                          f"dimension {dim}")
     return arr
+
+
+def check_prior_mean(mu0, name: str = "mu0") -> np.ndarray:
+    """Validate a Gaussian family's prior mean: a finite 1-D vector with entries at most
+    :data:`MAX_ABS_VALUE` in magnitude (data are centred at it); return it as float64."""
+    mu0 = np.atleast_1d(np.asarray(mu0, dtype=np.float64))
+    if mu0.ndim != 1 or not np.all(np.isfinite(mu0)):
+        raise ValueError(f"{name} must be a finite 1-D vector")
+    if mu0.size and np.abs(mu0).max() > MAX_ABS_VALUE:
+        raise ValueError(f"{name} has an entry beyond {MAX_ABS_VALUE:g} in magnitude")
+    return mu0
 
 
 def check_labels(labels, n: int, name: str = "labels") -> np.ndarray:
@@ -204,3 +236,12 @@ def check_labels(labels, n: int, name: str = "labels") -> np.ndarray:
     if arr.size and arr.min() < 0:
         raise ValueError(f"{name} must be non-negative")
     return arr.astype(np.int64, copy=False)
+
+
+def check_finite_score(value: float, what: str) -> float:
+    """``value`` if it is finite; else a ValueError naming ``what`` (a NaN or infinite score
+    means the data and hyperparameters together left the range of float64)."""
+    if not np.isfinite(value):
+        raise ValueError(f"the {what} is {value} (not finite): the data and hyperparameters together are "
+                         f"outside the range where it can be computed in float64")
+    return value

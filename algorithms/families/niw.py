@@ -8,6 +8,7 @@ update it by rank-1 update/downdate, so moving one point costs O(D^2).
 from __future__ import annotations
 
 import math
+from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
@@ -17,7 +18,13 @@ from scipy.special import gammaln
 
 from .._numba_cache import kernel
 from .._numerics import LOG_2PI, LOG_PI, PARALLEL_MIN_WORK, log_multigamma, parallel_variants
-from ._base import CollapsedKernels, Family, check_finite_matrix
+from ..constraints import Interval
+from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
+
+#: kappa0: a normal double (its log and 1/kappa0 finite) up to 1e300
+POSITIVE_SCALE = Interval(Real, 1e-300, 1e300)
+#: bound on nu0 and on the entries of psi0: log_multigamma(nu / 2) overflows near 5e305
+MAX_ABS_SCALE = 1e300
 
 
 class GaussianStats(NamedTuple):
@@ -110,24 +117,22 @@ class NormalInverseWishart(Family):
     """
 
     def __init__(self, mu0, kappa0, nu0, psi0):
-        mu0 = np.atleast_1d(np.asarray(mu0, dtype=np.float64))
-        if mu0.ndim != 1 or not np.all(np.isfinite(mu0)):
-            raise ValueError("mu0 must be a finite 1-D vector")
+        mu0 = check_prior_mean(mu0)
         D = mu0.shape[0]
         psi0 = np.asarray(psi0, dtype=np.float64)
         if psi0.shape != (D, D):
             raise ValueError(f"psi0 must have shape ({D}, {D}) to match mu0, got {psi0.shape}")
+        if not np.all(np.isfinite(psi0)) or (psi0.size and np.abs(psi0).max() > MAX_ABS_SCALE):
+            raise ValueError(f"psi0 must be finite with entries at most {MAX_ABS_SCALE:g} in magnitude")
         if not np.allclose(psi0, psi0.T):
             raise ValueError("psi0 must be symmetric")
         try:
             L0 = np.linalg.cholesky(psi0)
         except np.linalg.LinAlgError:
             raise ValueError("psi0 must be positive definite") from None
-        if not (np.isfinite(kappa0) and kappa0 > 0):
-            raise ValueError(f"kappa0 must be > 0, got {kappa0}")
-        if not (np.isfinite(nu0) and nu0 > D - 1):
-            raise ValueError(f"nu0 must be > D - 1 = {D - 1}, got {nu0}")
-        self.mu0, self.kappa0, self.nu0, self.psi0 = mu0, float(kappa0), float(nu0), psi0
+        kappa0 = POSITIVE_SCALE.check("kappa0", kappa0)
+        nu0 = Interval(Real, D - 1, MAX_ABS_SCALE, closed="right").check("nu0", nu0)
+        self.mu0, self.kappa0, self.nu0, self.psi0 = mu0, kappa0, nu0, psi0
         self.dim = D
         self._L0 = L0
         self._logdet_psi0 = 2.0 * np.log(np.diag(L0)).sum()

@@ -5,13 +5,18 @@
 from __future__ import annotations
 
 import math
+from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
 
 from .._numba_cache import kernel
 from .._numerics import LOG_2PI
-from ._base import CollapsedKernels, Family, check_finite_matrix
+from ..constraints import Interval
+from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
+
+#: sigma and sigma0: their squares (the variances) and inverse squares stay normal doubles
+SCALE = Interval(Real, 1e-150, 1e150)
 
 
 class IsotropicStats(NamedTuple):
@@ -38,13 +43,9 @@ class NormalKnownCovariance(Family):
     """
 
     def __init__(self, sigma, mu0, sigma0):
-        mu0 = np.atleast_1d(np.asarray(mu0, dtype=np.float64))
-        if mu0.ndim != 1 or not np.all(np.isfinite(mu0)):
-            raise ValueError("mu0 must be a finite 1-D vector")
-        for name, v in (("sigma", sigma), ("sigma0", sigma0)):
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be > 0, got {v}")
-        self.sigma, self.mu0, self.sigma0 = float(sigma), mu0, float(sigma0)
+        mu0 = check_prior_mean(mu0)
+        sigma, sigma0 = SCALE.check("sigma", sigma), SCALE.check("sigma0", sigma0)
+        self.sigma, self.mu0, self.sigma0 = sigma, mu0, sigma0
         self.dim = mu0.shape[0]
         self.kappa0 = 1.0 / self.sigma0 ** 2
         self.var = self.sigma ** 2
