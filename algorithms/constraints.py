@@ -151,7 +151,8 @@ REQUIRED = _Required()
 #: is read from here.
 RUN_PARAMETERS = MappingProxyType({
     "alpha": Option(1.0, Interval(Real, 0, None, closed="neither"), "DP concentration"),
-    "seed": Option(0, Interval(Integral, 0, None, closed="left"), "seed of the chain"),
+    # A seed is stored in the traces' int64 seed column.
+    "seed": Option(0, Interval(Integral, 0, 2**63 - 1), "seed of the chain"),
     "init_clusters": Option(1, Interval(Integral, 1, None, closed="left"),
                             "initial clusters (at most the number of points)"),
     "iterations": Option(REQUIRED, Interval(Integral, 0, None, closed="left"), "sampler steps"),
