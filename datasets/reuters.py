@@ -11,8 +11,11 @@ from .formats import parse_ldac
 from .preprocessing import kept_vocabulary
 
 VOCAB = 4258
-SOURCE = Source("pip", "lda==3.0.2", "lda-3.0.2-*.whl", {
-    "lda/tests/reuters.ldac": "4bfe5b21ed263334ddf7af56f7b38632f6ccae7d9441c8b56071167841e71b5e"})
+#: one wheel, the same whatever this machine's platform (pip is told its tags; it is read as
+#: an archive, never installed), pinned with the member read from it
+SOURCE = Source("pip", "lda==3.0.2", "lda-3.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", {
+    "lda/tests/reuters.ldac": "4bfe5b21ed263334ddf7af56f7b38632f6ccae7d9441c8b56071167841e71b5e"},
+    sha256="5092577d2213890f0e1df4e6db02cc50955de97ca94bd57b3405dd53e21c1ab3")
 
 
 def describe(*, drop_top: int, vocab: int) -> dict:

