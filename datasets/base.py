@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from dpmmbench.algorithms.families import Family
+from dpmmbench.algorithms.families._base import check_labels
 
 #: keys of ``Dataset.meta`` (and of ``datasets.describe``), in this order
 META_KEYS = ("source", "licence", "citation", "preprocessing", "substitute", "n", "dim", "description")
@@ -44,6 +45,21 @@ class Dataset:
     labels: np.ndarray | None
     family: Family
     meta: dict
+
+    def __post_init__(self):
+        # Cheap consistency checks (the data themselves are checked by ``family.validate``
+        # wherever they enter a sampler or the scorer, and by the store when a file is read).
+        if not isinstance(self.name, str):
+            raise TypeError(f"Dataset name must be a string, got {type(self.name).__name__}")
+        if not isinstance(self.family, Family):
+            raise TypeError(f"Dataset family must be an algorithms.families.Family, got {type(self.family).__name__}")
+        if not isinstance(self.meta, dict):
+            raise TypeError(f"Dataset meta must be a dict, got {type(self.meta).__name__}")
+        shape = getattr(self.X, "shape", None)
+        if shape is None or len(shape) != 2:
+            raise ValueError(f"Dataset {self.name!r}: X must be a 2-D matrix, got shape {shape}")
+        if self.labels is not None:
+            check_labels(self.labels, int(shape[0]), name=f"Dataset {self.name!r} labels")
 
 
 @dataclass(frozen=True)

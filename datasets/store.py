@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -74,30 +75,84 @@ def load_file(path: Path, name: str | None = None) -> Dataset:
     Raises
     ------
     ValueError
-        Not a dataset file of this format, or a file holding another dataset than ``name``.
+        Not a dataset file of this format, a file holding another dataset than ``name``, or
+        a file whose contents are malformed: every array is checked (the family's arguments
+        by its constructor, the data completely by ``family.validate`` -- CSR structure and
+        bounds included -- and the labels against the number of points) before the dataset
+        is returned.
     FileNotFoundError
         No such file.
     """
     from . import canonical_name  # deferred: the package imports this module's siblings first
 
-    with np.load(path, allow_pickle=False) as z:
-        stored = {key: z[key] for key in z.files}
-    if stored.get("format", np.array("")).item() != FORMAT:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            stored = {key: z[key] for key in z.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # not a zip, a truncated member, pickled
+        raise ValueError(f"{path} is not a readable {FORMAT} file: {exc}") from None
+    if "format" not in stored or _text(stored, "format", path, check=False) != FORMAT:
         raise ValueError(f"{path} is not a {FORMAT} file")
-    ds_name = str(stored["name"].item())
+    ds_name = _text(stored, "name", path)
     if name is not None and canonical_name(name) != ds_name:
         raise ValueError(f"{path} holds dataset {ds_name!r}, not {canonical_name(name)!r}; preprocess it again")
-    cls = _FAMILIES.get(str(stored["family"].item()))
+    cls = _FAMILIES.get(_text(stored, "family", path))
     if cls is None:
         raise ValueError(f"{path}: unknown family {stored['family'].item()!r}")
-    family = cls(*(_plain(stored[f"family.{arg}"]) for arg in FAMILY_ARGS[cls]))
-    if "X" in stored:
-        X = stored["X"]
-    else:
-        X = sp.csr_matrix((stored["X.data"], stored["X.indices"], stored["X.indptr"]),
-                          shape=tuple(int(s) for s in stored["X.shape"]))
-    return Dataset(name=ds_name, X=X, labels=stored.get("labels"), family=family,
-                   meta=json.loads(str(stored["meta"].item())))
+    try:
+        family = cls(*(_plain(_array(stored, f"family.{arg}", path)) for arg in FAMILY_ARGS[cls]))
+        try:
+            meta = json.loads(_text(stored, "meta", path))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"'meta' is not valid JSON: {exc}") from None
+        if "X" in stored:
+            X = stored["X"]
+            family.validate(X)  # complete: nothing may use data a sampler would refuse
+        else:
+            raw = _csr(stored, path)
+            family.validate(raw)
+            X = sp.csr_matrix((raw.data, raw.indices, raw.indptr), shape=raw.shape)  # checked: safe to build
+        return Dataset(name=ds_name, X=X, labels=stored.get("labels"), family=family, meta=meta)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def _array(stored: dict, key: str, path) -> np.ndarray:
+    if key not in stored:
+        raise ValueError(f"{path}: {key!r} is missing")
+    return stored[key]
+
+
+def _text(stored: dict, key: str, path, check: bool = True) -> str:
+    """The string stored under ``key`` (a 0-d string array)."""
+    value = _array(stored, key, path)
+    if value.ndim != 0 or value.dtype.kind != "U":
+        if not check:
+            return ""
+        raise ValueError(f"{path}: {key!r} must be a string, got an array of dtype {value.dtype} and shape "
+                         f"{value.shape}")
+    return str(value.item())
+
+
+def _csr(stored: dict, path) -> sp.csr_matrix:
+    """The three stored arrays in a CSR matrix, unchecked: the caller checks them completely
+    (``family.validate``) before anything uses them. scipy's constructor is not used here: it
+    would silently truncate arrays longer than ``indptr`` says, hiding a malformed file."""
+    shape = _array(stored, "X.shape", path)
+    if shape.shape != (2,) or not np.issubdtype(shape.dtype, np.integer) or shape.min() < 0:
+        raise ValueError(f"'X.shape' must be two non-negative integers, got {shape!r}")
+    arrays = [_array(stored, f"X.{part}", path) for part in ("data", "indices", "indptr")]
+    for part, a in zip(("data", "indices", "indptr"), arrays):
+        if a.ndim != 1:
+            raise ValueError(f"'X.{part}' must be 1-D, got shape {a.shape}")
+    data, indices, indptr = arrays
+    if not (np.issubdtype(indices.dtype, np.integer) and np.issubdtype(indptr.dtype, np.integer)):
+        raise TypeError(f"'X.indices' and 'X.indptr' must be integer arrays, got {indices.dtype} and {indptr.dtype}")
+    X = sp.csr_matrix((1, 1))
+    X.data, X.indices, X.indptr = data, indices, indptr
+    X._shape = (int(shape[0]), int(shape[1]))
+    return X
 
 
 def _plain(value: np.ndarray):
