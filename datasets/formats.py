@@ -68,8 +68,8 @@ class CappedReader(io.RawIOBase):
         data = self._stream.read(min(len(buffer), self.cap - self.count + 1))
         self.count += len(data)
         if self.count > self.cap:
-            raise ValueError(f"{self.what}: more than {self.cap:,} bytes once decompressed, over the cap of "
-                             f"{self.cap:,}; refused as a decompression bomb or not the expected file")
+            raise ValueError(f"{self.what}: decompresses to more than the cap of {self.cap:,} bytes; refused "
+                             "as a decompression bomb or not the expected file")
         buffer[:len(data)] = data
         return len(data)
 

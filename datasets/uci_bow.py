@@ -28,6 +28,10 @@ def files(collection: str) -> tuple[RemoteFile, RemoteFile]:
                  (f"docword.{collection}.txt.gz", f"vocab.{collection}.txt"))
 
 
+#: collection -> its two files, as declared (what a check of the pins reads)
+FILES = {c: files(c) for c in COLLECTIONS}
+
+
 def make(collection: str) -> Builder:
     """The builder of ``uci-<collection>``."""
     docs, words, origin = COLLECTIONS[collection]
