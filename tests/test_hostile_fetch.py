@@ -269,3 +269,28 @@ _DOCWORD = st.lists(st.sampled_from(["3", "5", "2", "1 1 2", "3 5 1", "-1", "999
 def test_random_docword_files_give_a_clear_error_or_a_matrix(isolated, lines, gz, tail):
     body = ("\n".join(lines) + "\n").encode() + tail
     _assert_clear_or_valid(isolated.run("hostile_fetch:read_docword_bytes", gzip.compress(body) if gz else body, gz))
+
+
+def test_nothing_read_from_disk_is_unpickled():
+    """Every ``np.load`` of the package passes ``allow_pickle=False``, and nothing else that
+    unpickles (``pickle.load``, ``pandas.read_pickle``, ``joblib``) is used on files."""
+    import ast
+    from pathlib import Path
+
+    root = Path(fetch.__file__).resolve().parents[1]
+    calls = []
+    layers = ("algorithms", "datasets", "reports", "workflows")
+    for path in (p for layer in layers for p in (root / layer).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                name = node.func.attr
+                where = f"{path.relative_to(root)}:{node.lineno}"
+                if name == "load" and getattr(node.func.value, "id", None) in ("np", "numpy"):
+                    keywords = {k.arg: k.value for k in node.keywords}
+                    flag = keywords.get("allow_pickle")
+                    assert isinstance(flag, ast.Constant) and flag.value is False, f"{where}: np.load may unpickle"
+                    calls.append(where)
+                assert not (name in ("load", "loads") and getattr(node.func.value, "id", None) in ("pickle", "joblib")
+                            ), f"{where}: unpickles"
+                assert name != "read_pickle", f"{where}: unpickles"
+    assert calls  # the dataset store's reader is among them
