@@ -113,13 +113,17 @@ def init_and_step(name: str, kind: str):
 
 
 def init_and_step_triple(name: str, data, indices, indptr, shape, vocab: int):
-    """``init`` and a step of sampler ``name`` on a CSR matrix holding these arrays, unchecked."""
+    """``init`` and a step of sampler ``name`` on a CSR matrix holding these arrays, unchecked,
+    then the log joint of the labels reached: (labels, log joint)."""
     from dpmmbench import algorithms
     from dpmmbench.algorithms.families import DirichletMultinomial
+    from dpmmbench.reports.metrics import log_joint
 
-    s = algorithms.make(name, family=DirichletMultinomial(0.5, vocab), alpha=1.0, seed=0)
-    state = s.init(hacked_csr(data, indices, indptr, shape))
-    return s.step(state).labels.tolist()
+    family = DirichletMultinomial(0.5, vocab)
+    X = hacked_csr(data, indices, indptr, shape)
+    s = algorithms.make(name, family=family, alpha=1.0, seed=0)
+    labels = s.step(s.init(X)).labels
+    return labels.tolist(), log_joint(X, labels, family, 1.0)
 
 
 def score(kind: str, where: str):
