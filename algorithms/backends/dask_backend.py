@@ -36,6 +36,19 @@ Worker loss (checked by killing a worker mid-step, ``tests/test_faults.py``):
   With no worker left at all, a rebuild waits for one to join (Dask's
   ``distributed.scheduler.no-workers-timeout`` makes that an error); a Nanny usually
   restarts a killed worker, at a new address, but not always.
+* *Bounded retries.* A shard whose worker is lost while it holds the shard is rebuilt and
+  its step sent again at most ``retries`` times in a row (a step that succeeds resets the
+  count): a step that kills its worker every time it runs (a crash in native code, the
+  worker's memory limit) would otherwise take down one worker after another for ever. Then
+  :class:`ShardFailedError` names the shard, its last worker and the last cause. Waiting
+  for workers (the backend's ``n_workers``, a replacement after every worker of a group is
+  gone, a rebuilt actor's creation) gives up after ``worker_timeout`` seconds with an error
+  naming the scheduler and how many workers were expected and present. Both default to
+  the Dask config keys ``dpmmbench.retries`` (2) and ``dpmmbench.worker-timeout`` (30 s),
+  settable with ``dask.config.set`` or as ``DASK_DPMMBENCH__RETRIES`` /
+  ``DASK_DPMMBENCH__WORKER_TIMEOUT`` in the environment.
+* *A map function's own exception* is deterministic (map functions are pure) and is
+  raised at once, never retried, with a note naming the shard and its worker.
 
 Start workers with larger ``malloc`` thresholds in the Nanny's *pre-spawn* environment, e.g.
 ``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_ = 128 MiB`` and
@@ -66,6 +79,59 @@ from .base import (
     shard_output,
     wire_size,
 )
+
+
+#: Dask config keys and defaults of the retry budget and of the wait for workers (see the
+#: module docstring)
+RETRIES_KEY, DEFAULT_RETRIES = "dpmmbench.retries", 2
+WORKER_TIMEOUT_KEY, DEFAULT_WORKER_TIMEOUT = "dpmmbench.worker-timeout", 30.0
+
+
+class ShardFailedError(ConnectionError):
+    """A shard could not be computed: its worker was lost on every attempt of the retry
+    budget (or it could not be rebuilt). The message names the shard, the worker and the
+    last cause (its type and message); the cause is also chained (``__cause__``)."""
+
+
+def _configured(value, key, default):
+    """``value``, or Dask config ``key`` when it is None (``default`` if unset)."""
+    if value is None:
+        import dask
+
+        value = dask.config.get(key, default)
+    return value
+
+
+def _cause(error) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def wait_for_workers(client, n: int = 1, timeout: float | None = None, why: str = "waiting for workers"):
+    """Wait until the cluster of ``client`` has ``n`` workers.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    n : int
+        Workers expected.
+    timeout : float, optional
+        Seconds to wait; default the Dask config ``dpmmbench.worker-timeout`` (30 s).
+    why : str
+        What was waiting, for the message.
+
+    Raises
+    ------
+    TimeoutError
+        Not ``n`` workers in time; names ``why``, the scheduler's address and the workers
+        expected and present.
+    """
+    timeout = float(_configured(timeout, WORKER_TIMEOUT_KEY, DEFAULT_WORKER_TIMEOUT))
+    try:
+        client.wait_for_workers(n, timeout=timeout)
+    except TimeoutError:
+        have = len(client.scheduler_info()["workers"])
+        raise TimeoutError(f"{why}: the Dask scheduler at {client.scheduler.address} has {have} worker(s), "
+                           f"{n} expected, after waiting {timeout:g} s") from None
 
 
 class _Departures:
@@ -198,10 +264,19 @@ class DaskShardGroup(ShardGroup):
         base (see the module docstring).
     loss_timeout : float
         Seconds a failed call waits for its worker's removal before it counts as an error.
+    retries : int
+        Times in a row a shard is rebuilt and its step sent again after losing its worker,
+        before :class:`ShardFailedError`.
+    worker_timeout : float
+        Seconds to wait for a worker to join, or for a rebuilt actor to be created.
     """
 
-    def __init__(self, client, offsets, specs, workers, checkpoint_ratio: float = 2.0, loss_timeout: float = 30.0):
+    def __init__(self, client, offsets, specs, workers, checkpoint_ratio: float = 2.0, loss_timeout: float = 30.0,
+                 retries: int = DEFAULT_RETRIES, worker_timeout: float = DEFAULT_WORKER_TIMEOUT):
         super().__init__(offsets)
+        self._retries = int(retries)
+        self._worker_timeout = float(worker_timeout)
+        self._failures = [0] * len(specs)  #: worker losses in a row of each shard's step
         self._client = client
         self._workers = list(workers)
         self._checkpoint_ratio = float(checkpoint_ratio)
@@ -238,7 +313,13 @@ class DaskShardGroup(ShardGroup):
             key = f"shard-actor-{self._token}-{i}-{next(self._counter)}"
             self._creations[i] = self._client.submit(ShardActor, key=key, workers=[self._workers[i]],
                                                      allow_other_workers=False, actor=True, pure=False)
-        wait([self._creations[i] for i in indices])
+        try:
+            wait([self._creations[i] for i in indices], timeout=self._worker_timeout)
+        except TimeoutError:  # e.g. placed on a worker that left meanwhile
+            raise TimeoutError(f"shards {indices}: actors not created within {self._worker_timeout:g} s on the "
+                               f"Dask scheduler at {self._client.scheduler.address} (on workers "
+                               f"{sorted({self._workers[i] for i in indices})}; "
+                               f"{len(self._client.scheduler_info()['workers'])} worker(s) present)") from None
         loads = []
         for i in indices:
             self._actors[i], self._actor_at[i] = self._creations[i].result(), self._workers[i]
@@ -281,6 +362,7 @@ class DaskShardGroup(ShardGroup):
                 self._recover(call.index, value)
                 continue
             call.collected, call.value = True, value
+            self._failures[call.index] = 0
             if self._in_flight[call.index] is call:
                 self._in_flight[call.index] = None
                 self._maybe_checkpoint(call.index)
@@ -289,17 +371,32 @@ class DaskShardGroup(ShardGroup):
     def _recover(self, index, error):
         """A call to shard ``index`` failed: if its worker left the cluster, rebuild every
         shard the group had there on a survivor and send their calls in flight again;
-        otherwise raise ``error``."""
+        otherwise raise ``error``. Bounded by the retry budget (see the module docstring)."""
         address = self._workers[index]
         if not isinstance(error, OSError):
+            note = f"(raised by shard {index} on Dask worker {address})"
+            if note not in getattr(error, "__notes__", ()):  # a failed call stays failed: raised again
+                error.add_note(note)
             raise error
         with self._cond:
             if not self._cond.wait_for(lambda: address in self._gone, timeout=self._loss_timeout):
+                error.add_note(f"(shard {index} on Dask worker {address}, which is still in the cluster)")
                 raise error
-        self._replace_orphans()
-        with self._cond:
-            orphans = [i for i, w in enumerate(self._actor_at) if w in self._gone]
-        self._build(orphans)
+        self._failures[index] += 1
+        if self._failures[index] > self._retries:
+            raise ShardFailedError(f"shard {index} failed: its worker was lost {self._failures[index]} times in a "
+                                   f"row while running its step (retries = {self._retries}); last worker "
+                                   f"{address}, cause {_cause(error)}") from error
+        try:
+            self._replace_orphans()
+            with self._cond:
+                orphans = [i for i, w in enumerate(self._actor_at) if w in self._gone]
+            self._build(orphans)
+        except (OSError, RuntimeError) as again:  # another loss, a timeout, a refused actor
+            if isinstance(again, ShardFailedError):
+                raise
+            raise ShardFailedError(f"shard {index} failed: rebuilding it after losing worker {address} failed: "
+                                   f"{_cause(again)} (the loss: {_cause(error)})") from again
         for i in orphans:
             if self._in_flight[i] is not None:
                 self._issue(self._in_flight[i])
@@ -339,7 +436,7 @@ class DaskShardGroup(ShardGroup):
             return
         survivors = [w for w in dict.fromkeys(self._workers) if w not in gone]
         if not survivors:  # a round trip, only after losing every worker of the group
-            self._client.wait_for_workers(1)
+            wait_for_workers(self._client, 1, self._worker_timeout, "every worker holding shards was lost")
             survivors = [w for w in sorted(self._client.scheduler_info()["workers"]) if w not in gone]
             self._departures.add(self, survivors)
         load = {w: 0 for w in survivors}
@@ -434,34 +531,47 @@ class DaskBackend(Backend):
         ``timeout`` seconds for them to join.
     n_shards : int, optional
         Number of shards, placed round-robin on the workers; default one per worker.
-    timeout : float
-        Seconds to wait for ``n_workers`` workers.
+    timeout : float, optional
+        Seconds to wait for ``n_workers`` workers (at least one without ``n_workers``), and
+        later for a replacement worker; default the Dask config ``dpmmbench.worker-timeout``
+        (30 s).
     checkpoint_ratio : float
         A shard is checkpointed when the payloads kept to replay it outgrow this many times
         its last checkpoint (see :class:`DaskShardGroup`); 0 checkpoints after every step.
+    retries : int, optional
+        Times in a row a shard's step is sent again after losing its worker, before
+        :class:`ShardFailedError`; default the Dask config ``dpmmbench.retries`` (2).
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``n_workers`` workers after ``timeout`` seconds (or none at all); the
+        message names the scheduler's address and the workers expected and present.
     """
 
-    def __init__(self, client, n_workers: int | None = None, n_shards: int | None = None, timeout: float = 30.0,
-                 checkpoint_ratio: float = 2.0):
+    def __init__(self, client, n_workers: int | None = None, n_shards: int | None = None,
+                 timeout: float | None = None, checkpoint_ratio: float = 2.0, retries: int | None = None):
         if not checkpoint_ratio >= 0:
             raise ValueError(f"checkpoint_ratio must be >= 0, got {checkpoint_ratio!r}")
         self.checkpoint_ratio = float(checkpoint_ratio)
+        timeout = float(_configured(timeout, WORKER_TIMEOUT_KEY, DEFAULT_WORKER_TIMEOUT))
+        retries = _configured(retries, RETRIES_KEY, DEFAULT_RETRIES)
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0, got {timeout!r}")
+        if isinstance(retries, bool) or not isinstance(retries, numbers.Integral) or retries < 0:
+            raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+        self.timeout, self.retries = timeout, int(retries)
         for name, value in (("n_workers", n_workers), ("n_shards", n_shards)):
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                     raise TypeError(f"{name} must be an integer, got {value!r}")
                 if value < 1:
                     raise ValueError(f"{name} must be >= 1, got {value}")
-        if n_workers is not None:
-            try:
-                client.wait_for_workers(n_workers, timeout=timeout)
-            except TimeoutError:
-                have = len(client.scheduler_info()["workers"])
-                raise ValueError(f"n_workers = {n_workers} but the Dask cluster has {have} worker(s) "
-                                 f"after waiting {timeout:g} s") from None
+        try:
+            wait_for_workers(client, 1 if n_workers is None else n_workers, timeout, "not enough workers")
+        except TimeoutError as error:
+            raise ValueError(f"n_workers = {n_workers}: {error}" if n_workers is not None else str(error)) from None
         workers = sorted(client.scheduler_info()["workers"])
-        if not workers:
-            raise ValueError("the Dask cluster has no workers")
         self.client = client
         self.workers = workers[:n_workers] if n_workers is not None else workers
         self.n_shards = len(self.workers) if n_shards is None else int(n_shards)
@@ -479,4 +589,5 @@ class DaskBackend(Backend):
     def _create(self, offsets, specs):
         placement = [self.workers[i % len(self.workers)] for i in range(len(specs))]
         return DaskShardGroup(self.client, np.asarray(offsets), specs, placement,
-                              checkpoint_ratio=self.checkpoint_ratio)
+                              checkpoint_ratio=self.checkpoint_ratio, retries=self.retries,
+                              worker_timeout=self.timeout)
