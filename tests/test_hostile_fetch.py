@@ -176,7 +176,7 @@ def test_every_fetch_source_is_pinned_by_sha256():
         if isinstance(item, Source):
             assert hex64.fullmatch(item.sha256), (module, item.spec)
             assert item.members and all(hex64.fullmatch(h) for h in item.members.values()), (module, item.spec)
-            assert not set(item.pattern) & set("*?["), (module, item.pattern)  # one exact file
+            assert not set(item.filename) & set("*?["), (module, item.filename)  # one exact file
         elif item.filename in USER_SUPPLIED:
             assert item.sha256 is None, item.filename  # the user's NAME.sha256 pins it
         else:
@@ -191,6 +191,13 @@ def test_a_source_without_a_pin_is_refused():
         Source("npm", "pkg@1.0", "pkg-1.0.tgz", {}, None)
     with pytest.raises(ValueError, match="pinned for a.json is 'abc'"):
         Source("npm", "pkg@1.0", "pkg-1.0.tgz", {"a.json": "abc"}, "0" * 64)
+    with pytest.raises(ValueError, match="not 64 lowercase hex"):
+        RemoteFile("http://127.0.0.1/x", "x", "X" * 64)
+    for name in ("pkg-*.tgz", "../pkg.tgz", "a/b", "..", ""):
+        with pytest.raises(ValueError, match="not a plain file name"):
+            Source("npm", "pkg@1.0", name, {}, "0" * 64)
+        with pytest.raises(ValueError, match="not a plain file name"):
+            RemoteFile("http://127.0.0.1/x", name)
 
 
 def test_wheel_options_select_the_pinned_wheel():
