@@ -79,10 +79,12 @@ class Parameter:
     def rule(self) -> str:
         """Human-readable type and range, e.g. ``"int >= 10"`` or ``"float in (0, 1]"``."""
         kind = self.kind.__name__
-        if self.low is not None and self.high is not None:
-            return f"{kind} in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
-        if self.low is not None:
-            return f"{kind} {'>' if self.open_low else '>='} {self.low:g}"
+        low, high = (None if v is None else str(int(v)) if self.kind is int else f"{v:g}"
+                     for v in (self.low, self.high))  # 10000000, not 1e+07, for an int
+        if low is not None and high is not None:
+            return f"{kind} in {'(' if self.open_low else '['}{low}, {high}]"
+        if low is not None:
+            return f"{kind} {'>' if self.open_low else '>='} {low}"
         return kind
 
     def parse(self, text: str) -> int | float:

@@ -61,8 +61,10 @@ def generate(*, n: int, n_clusters: int, seed: int):
 BUILDER = Builder(
     name="synth-chang2013",
     parameters=(
-        Parameter("n", int, 100_000, low=10),
-        Parameter("n_clusters", int, 10, low=1),
+        # upper bounds: a name cannot ask for absurd memory (10^7 points: 160 MB) or time
+        # (drawing the points takes n x n_clusters steps)
+        Parameter("n", int, 100_000, low=10, high=10_000_000),
+        Parameter("n_clusters", int, 10, low=1, high=1_000),
         Parameter("seed", int, 0, low=0),
     ),
     describe=describe,

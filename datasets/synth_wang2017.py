@@ -82,7 +82,7 @@ def generate(*, n_clusters: int, scale: float, seed: int):
 BUILDER = Builder(
     name="synth-wang2017",
     parameters=(
-        Parameter("n_clusters", int, 50, low=1),
+        Parameter("n_clusters", int, 50, low=1, high=2_000),  # at most 10^7 points
         Parameter("scale", float, 1.0, low=0.0, high=1.0, open_low=True),
         Parameter("seed", int, 101, low=0),  # the seed in the authors' code, per the project brief
     ),
