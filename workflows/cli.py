@@ -10,22 +10,51 @@
     dpmmbench report TRACE... --out results/report/index.html [--config CONFIG.yaml]
     dpmmbench list
 
-Every user error ends with ``dpmmbench: error: <message>`` on stderr and exit code 2, and
-no file at ``--out`` (``--traceback`` shows the full traceback instead, for debugging).
+Every user mistake ends with one line, ``dpmmbench: error: <message>``, on stderr and the
+exit code of its class (:data:`EXIT_CODES`, also in ``dpmmbench --help``), and no file at
+``--out``; everything that can be checked is checked before any work starts
+(``--traceback`` shows the full traceback instead, for debugging). A run that fails once its
+chain has started leaves the rows so far at ``--out``, with status ``failed``.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from contextlib import contextmanager
+
+#: exit codes by class of mistake; :func:`main` maps exceptions to them, in one place
+EXIT_CODES = {
+    "usage": 2,        # unknown command, algorithm or option, a missing or invalid option value
+    "data": 3,         # a bad dataset name or parameters, a data or trace file missing, unreadable, corrupt
+    "output": 4,       # --out cannot be written
+    "cluster": 5,      # the Dask scheduler did not answer, a worker or a shard was lost
+    "interrupted": 130,
+}
+
+_EPILOG = """exit codes:
+  0    success
+  1    internal error (a bug: the traceback is shown)
+  2    usage: unknown command, algorithm or option; a missing or invalid option value
+  3    data: bad dataset name or parameters; a data or trace file missing, unreadable,
+       corrupt, of another dataset, or with values its family refuses
+  4    output: --out cannot be written (checked before any work starts)
+  5    cluster: the Dask scheduler did not answer; a worker or a shard was lost mid-run
+       (the rows recorded so far are written to --out with status "failed")
+  130  interrupted (Ctrl-C)
+Every error is one line on stderr; --traceback shows the traceback instead."""
+
+
+class OutputError(OSError):
+    """The destination of a command's output cannot be written."""
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but every usage error reads ``dpmmbench: error: ...`` (also in subcommands)."""
 
     def error(self, message):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"dpmmbench: error: {message}\n")
+        # One line: the usage is one `--help` away.
+        self.exit(EXIT_CODES["usage"], f"dpmmbench: error: {message} (see `{self.prog} --help`)\n")
 
 
 def parse_option(text: str) -> tuple[str, object]:
@@ -59,13 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
     their values are checked where the run is specified (:func:`workflows.driver.run`), not here.
     """
     from dpmmbench.algorithms.constraints import RUN_DEFAULTS as default
-    parser = _Parser(prog="dpmmbench", description="Benchmark suite for Dirichlet process mixture model inference.")
+    parser = _Parser(prog="dpmmbench", description="Benchmark suite for Dirichlet process mixture model inference.",
+                     epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors (debugging)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run one chain and write its trace",
                          description="Run one chain (algorithm, dataset, seed, workers) and write its trace "
-                                     "(one row per iteration) atomically to --out.")
+                                     "(one row per iteration) atomically to --out.",
+                         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--algorithm", required=True, metavar="NAME", help="registry name (see `dpmmbench list`)")
     run.add_argument("--dataset", required=True, metavar="NAME",
                      help='dataset name, with parameters, e.g. "synth-chang2013?n=2000&seed=3"')
@@ -127,8 +158,9 @@ def _cmd_run(args) -> int:
 
     from . import driver
 
-    # Before any work: a bad destination or option must not cost a run.
-    out = check_trace_path(args.out)
+    # Before any work: a bad destination or option must not cost a run (the driver checks
+    # the rest, and the data, before it starts a cluster).
+    out = _writable(check_trace_path(args.out))
     options = {}
     for text in args.option:
         key, value = parse_option(text)
@@ -136,20 +168,73 @@ def _cmd_run(args) -> int:
             raise ValueError(f"option {key!r} given twice")
         options[key] = value
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    # This command owns --out: temporary files next to it are left by an earlier, killed run.
-    remove_stale_temporaries(out)
 
-    trace, meta = driver.run(args.algorithm, args.dataset, args.iterations, seed=args.seed,
-                             workers=args.workers, scheduler=args.scheduler, time_budget=args.time_budget,
-                             alpha=args.alpha, init_clusters=args.init_clusters, options=options,
-                             progress=progress, warmup=args.warmup, threads=args.threads, name=args.name,
-                             data_file=args.data_file)
+    with _quiet_dask(not args.traceback):
+        trace, meta = driver.run(args.algorithm, args.dataset, args.iterations, seed=args.seed,
+                                 workers=args.workers, scheduler=args.scheduler, time_budget=args.time_budget,
+                                 alpha=args.alpha, init_clusters=args.init_clusters, options=options,
+                                 progress=progress, warmup=args.warmup, threads=args.threads, name=args.name,
+                                 data_file=args.data_file)
     meta["command"] = ["dpmmbench", *args.argv]
-    write_trace(trace, out, meta)
+    # Every option was checked: temporaries a killed run left next to --out can go.
+    remove_stale_temporaries(out)
+    _write(out, lambda: write_trace(trace, out, meta))
     last = trace.iloc[-1]
     print(f"{out}: {meta['algorithm']} on {meta['dataset']}, {meta['iterations']} iterations in "
           f"{last['time_s']:.3g} s, {last['n_clusters']} clusters, log joint {last['log_joint']:.6g}")
     return 0
+
+
+@contextmanager
+def _quiet_dask(quiet: bool):
+    """Keep Dask's log lines in this process (a worker's death, its restart) and the
+    resource tracker's warning about a dead worker's semaphores off stderr, where an error
+    is one line; restored afterwards (``--traceback`` keeps them)."""
+    if not quiet:
+        yield
+        return
+    import logging
+
+    import distributed  # noqa: F401 - its import sets its loggers' levels: set ours after it
+
+    logger = logging.getLogger("distributed")
+    level, options = logger.level, list(sys.warnoptions)
+    logger.setLevel(logging.CRITICAL)
+    # The tracker process is started with this process's -W options.
+    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        sys.warnoptions[:] = options
+
+
+def _writable(out):
+    """``out`` if a file can be created there (:func:`reports.traces.check_writable`), else OutputError."""
+    from dpmmbench.reports.traces import check_writable
+
+    try:
+        return check_writable(out)
+    except OSError as exc:
+        raise OutputError(f"--out {str(out)!r}: {exc}") from exc
+
+
+def _write(out, write):
+    """``write()``, an OSError from it being an OutputError naming ``out``."""
+    try:
+        return write()
+    except OSError as exc:
+        raise OutputError(f"--out {str(out)!r}: could not write it ({exc})") from exc
+
+
+def _read_traces(read):
+    """``read()``, whatever reading the trace files raises being a data error."""
+    from .driver import DataError
+
+    try:
+        return read()
+    except (ValueError, OSError, LookupError) as exc:
+        raise DataError(f"trace files: {exc}") from exc
 
 
 def _cmd_summarize(args) -> int:
@@ -161,9 +246,10 @@ def _cmd_summarize(args) -> int:
     out = Path(args.out)
     if out.suffix != ".csv":
         raise ValueError(f"--out must end in .csv, got {args.out!r}")
-    table = summarize(args.traces)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
+    _writable(out)
+    table = _read_traces(lambda: summarize(args.traces))
+    _write(out, lambda: (out.parent.mkdir(parents=True, exist_ok=True),
+                         atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))))
     print(table.to_string(index=False))
     return 0
 
@@ -177,14 +263,17 @@ def _cmd_report(args) -> int:
     out = Path(args.out)
     if out.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"--out must end in .html, got {args.out!r}")
+    _writable(out)
     config = None
     if args.config is not None:
         import yaml
 
         try:
             config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise ValueError(f"--config {args.config}: not valid YAML/JSON ({exc})") from None
+        except OSError as exc:
+            raise ValueError(f"--config {args.config}: cannot read it ({exc.strerror or exc})") from None
     elif args.config_json is not None:
         try:
             config = json.loads(args.config_json)
@@ -192,7 +281,7 @@ def _cmd_report(args) -> int:
             raise ValueError(f"--config-json: not valid JSON ({exc})") from None
     if config is not None and not isinstance(config, dict):
         raise ValueError(f"the config must be a mapping of keys to values, got {type(config).__name__}")
-    build_report(args.traces, out, config=config)
+    _read_traces(lambda: build_report(args.traces, out, config=config))
     print(f"{out}: report on {len(args.traces)} trace(s)")
     return 0
 
@@ -230,14 +319,15 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        0 on success, 2 on a user error, 130 when interrupted.
+        0 on success, else the code of the mistake's class (:data:`EXIT_CODES`), after one
+        line on stderr; an unexpected exception (a bug) propagates with its traceback.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help or a usage error, already printed by argparse
-        return exc.code if isinstance(exc.code, int) else 2
+        return exc.code if isinstance(exc.code, int) else EXIT_CODES["usage"]
     args.argv = argv
     try:
         return args.func(args)
@@ -246,19 +336,51 @@ def main(argv=None) -> int:
         # Point stdout at devnull so that flushing it at exit cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except KeyboardInterrupt:
-        if args.traceback:
+    except BaseException as exc:
+        kind = _kind(exc)
+        if kind is None or args.traceback:
             raise
-        print("dpmmbench: interrupted", file=sys.stderr)
-        return 130
-    # Library code reports bad input as ValueError/TypeError (unknown names and options,
-    # bad values, NaN data), LookupError (registries) or OSError (files, scheduler).
-    except (ValueError, TypeError, LookupError, OSError) as exc:
-        if args.traceback:
-            raise
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"dpmmbench: error: {message}", file=sys.stderr)
-        return 2
+        print(f"dpmmbench: {_message(exc, kind)}", file=sys.stderr)
+        return EXIT_CODES[kind]
+
+
+def _kind(exc: BaseException) -> str | None:
+    """The class of mistake of ``exc`` (a key of :data:`EXIT_CODES`), or None for a bug.
+
+    Library code reports bad input as ValueError/TypeError (unknown names and options, bad
+    values), LookupError (registries), a DataError (data that cannot be used), ConnectionError
+    or TimeoutError (the scheduler; a shard whose workers keep failing) or distributed's own
+    exceptions (a worker that died running a task).
+    """
+    driver = sys.modules.get("dpmmbench.workflows.driver")  # only it raises DataError
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, OutputError):
+        return "output"
+    if driver is not None and isinstance(exc, driver.DataError):
+        return "data"
+    if isinstance(exc, (ConnectionError, TimeoutError)) or _from_dask(exc):
+        return "cluster"
+    if isinstance(exc, (ValueError, TypeError, LookupError)):
+        return "usage"
+    if isinstance(exc, OSError):  # data and output are wrapped where they are read and written
+        return "cluster"
+    return None
+
+
+def _from_dask(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] in ("distributed", "tornado")
+
+
+def _message(exc: BaseException, kind: str) -> str:
+    """One line saying what went wrong."""
+    if kind == "interrupted":
+        return "interrupted"
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    text = " ".join(str(text).split()) or type(exc).__name__
+    if _from_dask(exc):
+        text = f"the Dask cluster failed ({type(exc).__name__}): {text}"
+    return f"error: {text}"
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import numbers
 import secrets
 import sys
 import time
+import zipfile
+import zlib
 from copy import deepcopy
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
@@ -235,12 +237,13 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     that supports a backend (``supports_backend``) runs its master loop here and its shards
     on the workers. Cluster start-up and data transfer are never part of ``time_s``.
 
-    Every parameter is checked once, before any data are loaded or a cluster starts:
-    ``iterations``, ``time_budget``, ``workers`` and ``threads`` here (:class:`RunSpec`),
-    ``alpha``, ``seed`` and ``options`` by the sampler, which is built once; only
-    ``init_clusters``, whose upper bound is the number of points, is checked when the chain
-    starts (``Sampler.init``). Defaults and constraints:
-    :data:`algorithms.constraints.RUN_PARAMETERS`.
+    Everything is checked before a cluster starts, in this order: the run parameters
+    (``iterations``, ``time_budget``, ``workers`` and ``threads`` in :class:`RunSpec`;
+    ``seed``, ``alpha`` and ``init_clusters``'s lower bound against their declarations),
+    the algorithm and scheduler address, before any data are loaded; then the data (loaded
+    and checked by their family: any failure is a :class:`DataError`), the options (by the
+    sampler, built once) and ``init_clusters`` against the number of points. Defaults and
+    constraints: :data:`algorithms.constraints.RUN_PARAMETERS`.
 
     Parameters
     ----------
@@ -294,8 +297,10 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
 
     Raises
     ------
+    DataError
+        The dataset or data file cannot be used (a ValueError; see :class:`DataError`).
     ValueError, TypeError
-        Unknown algorithm, dataset or option, or a bad value.
+        Unknown algorithm or option, or a bad value.
     ConnectionError
         The scheduler did not answer.
     """
@@ -308,21 +313,19 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     cls = algorithms.get(algorithm)  # an unknown name fails before any data are loaded
+    for param, value in (("seed", seed), ("alpha", alpha), ("init_clusters", init_clusters)):
+        check_parameter(param, value)  # as the sampler will, but before the data are loaded
     address = cluster.scheduler_address(scheduler)
     if address is not None:
         cluster.check_address(address)
 
-    # Data and sampler first: every user error (name, option, value, data file) fails before
-    # a cluster is started.
-    if data_file is None:
-        from dpmmbench import datasets
-
-        data = datasets.load(dataset)
-    else:
-        from dpmmbench.datasets.store import load_file
-
-        data = load_file(Path(data_file), name=dataset)  # checks that it holds `dataset`
+    # Data and sampler first: every user error (name, option, value, data) fails before a
+    # cluster is started.
+    data = _load_data(dataset, data_file)
     sampler = cls(data.family, alpha=alpha, seed=seed, **options)  # the one build, the one check
+    n_points = data.family.n_points(data.X)
+    if init_clusters > n_points:
+        raise ValueError(f"init_clusters must be between 1 and N = {n_points}, got {init_clusters}")
     chain_args = {"truth": data.labels, "init_clusters": init_clusters, "progress": progress, "dataset": data.name,
                   "name": name}
 
@@ -382,6 +385,42 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
         **environment(),
     }
     return trace, meta
+
+
+class DataError(ValueError):
+    """A run's data cannot be used: a bad dataset name or parameters, a data file that is
+    missing, unreadable, corrupt or of another dataset, data that do not fit in memory or
+    that the dataset's family refuses (e.g. NaN)."""
+
+
+def _load_data(dataset, data_file=None):
+    """The dataset of a run, from its name or its preprocessed ``data_file``, checked by its
+    family; every failure is a :class:`DataError` naming the dataset."""
+    what = f"dataset {dataset!r}" if data_file is None else f"data file {str(data_file)!r}"
+    try:
+        if data_file is None:
+            from dpmmbench import datasets
+
+            data = datasets.load(dataset)
+        else:
+            from dpmmbench.datasets.store import load_file
+
+            data = load_file(Path(data_file), name=dataset)  # checks that it holds `dataset`
+        data.family.validate(data.X)  # bad values fail here, not in a worker
+    except MemoryError as exc:
+        raise DataError(f"{what} does not fit in memory ({exc})") from exc
+    # What a bad name, a missing, truncated or foreign file or bad values make the readers
+    # raise; DataUnavailable (a RuntimeError) says what to download and where to put it.
+    except (ValueError, TypeError, LookupError, OSError, EOFError, RuntimeError, zipfile.BadZipFile,
+            zlib.error) as exc:
+        message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+            message = f"{exc.strerror}: {exc.filename}"
+        if not isinstance(exc, (ValueError, TypeError, OSError, RuntimeError)):
+            message = f"{type(exc).__name__}: {message}"  # e.g. "BadZipFile: File is not a zip file"
+        named = str(dataset if data_file is None else data_file)
+        raise DataError(message if named in message else f"{what}: {message}") from exc
+    return data
 
 
 def _chain_task(sampler, X, spec, warmup, chain_args):
