@@ -234,21 +234,23 @@ def test_cli_list(capsys):
 BASE = ["run", "--dataset", "synth-chang2013?n=100", "--iterations", "2", "--seed", "0"]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--algorithm", "nope"], "nope"),
-    (["--algorithm", "gibbs", "--option", "bogus=1"], "bogus"),
-    (["--algorithm", "fsd", "--option", "truncation=0"], "truncation"),
-    (["--algorithm", "gibbs", "--init-clusters", "0"], "init_clusters"),
-    (["--algorithm", "gibbs", "--alpha", "-1"], "alpha"),
-    (["--algorithm", "gibbs", "--dataset", "no-such-data"], "no-such-data"),
-    (["--algorithm", "gibbs", "--iterations", "x"], "--iterations"),
-    (["--algorithm", "gibbs", "--scheduler", "not-an-address"], "not-an-address"),
+@pytest.mark.parametrize("args, needle, code", [
+    (["--algorithm", "nope"], "nope", 2),
+    (["--algorithm", "gibbs", "--option", "bogus=1"], "bogus", 2),
+    (["--algorithm", "fsd", "--option", "truncation=0"], "truncation", 2),
+    (["--algorithm", "gibbs", "--init-clusters", "0"], "init_clusters", 2),
+    (["--algorithm", "gibbs", "--init-clusters", "101"], "init_clusters", 2),
+    (["--algorithm", "gibbs", "--alpha", "-1"], "alpha", 2),
+    (["--algorithm", "gibbs", "--dataset", "no-such-data"], "no-such-data", 3),
+    (["--algorithm", "gibbs", "--iterations", "x"], "--iterations", 2),
+    (["--algorithm", "gibbs", "--scheduler", "not-an-address"], "not-an-address", 2),
 ])
-def test_cli_user_errors(tmp_path, capsys, args, needle):
+def test_cli_user_errors(tmp_path, capsys, args, needle, code):
     out = tmp_path / "trace.parquet"
-    assert main(BASE + args + ["--out", str(out)]) == 2
+    assert main(BASE + args + ["--out", str(out)]) == code
     err = capsys.readouterr().err
-    assert "dpmmbench: error:" in err and needle in err and "Traceback" not in err
+    assert err.startswith("dpmmbench: error:") and err.count("\n") == 1
+    assert needle in err and "Traceback" not in err
     assert not out.exists()
 
 
@@ -279,7 +281,7 @@ def test_cli_unreachable_scheduler_subprocess(tmp_path):
            "--scheduler", UNREACHABLE, "--out", str(out)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert proc.returncode == 2
+    assert proc.returncode == 5  # a cluster problem
     assert proc.stderr.startswith("dpmmbench: error:") and UNREACHABLE in proc.stderr
     assert "Traceback" not in proc.stderr
     assert time.perf_counter() - start < 20
