@@ -24,8 +24,14 @@ from contextlib import contextmanager, suppress
 
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
 
-#: seconds to wait for an existing scheduler before giving up
+#: seconds to wait for an existing scheduler before giving up (Dask config key
+#: ``dpmmbench.scheduler-timeout`` overrides it, e.g. ``DASK_DPMMBENCH__SCHEDULER_TIMEOUT=20``)
 SCHEDULER_TIMEOUT = 5.0
+#: Dask config key of the scheduler timeout
+SCHEDULER_TIMEOUT_KEY = "dpmmbench.scheduler-timeout"
+#: bytes a Dask scheduler's greeting may take: its handshake is a small dict of settings
+#: (a few hundred bytes); anything larger is not a Dask scheduler
+GREETING_LIMIT = 1 << 16
 #: environment variables that size the thread pools of a worker's numerical libraries
 THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 #: glibc malloc settings of an embedded worker (they replace dask's default): with the
@@ -113,7 +119,8 @@ def dask_client(workers=RUN_DEFAULTS["workers"], threads=RUN_DEFAULTS["threads"]
     ValueError, TypeError
         Bad ``workers``, ``threads`` or address.
     ConnectionError
-        The scheduler did not answer within :data:`SCHEDULER_TIMEOUT` seconds.
+        The scheduler did not answer within :data:`SCHEDULER_TIMEOUT` seconds, or the
+        address answered but is not a Dask scheduler (see :func:`connect`).
     """
     # A public entry point of its own (also used without the driver), so it checks its
     # arguments, against the same declarations as a run's.
@@ -143,23 +150,114 @@ def dask_client(workers=RUN_DEFAULTS["workers"], threads=RUN_DEFAULTS["threads"]
 
 def connect(address: str, timeout: float | None = None):
     """A client of the scheduler at ``address`` (the default client until it is closed);
-    ConnectionError if it does not answer.
+    ConnectionError if it does not answer, or is not a Dask scheduler.
+
+    A TCP address is first probed (:func:`probe_scheduler`): ``distributed`` reads the first
+    8 bytes a peer sends as the length of its handshake and allocates that much, so a web
+    server's ``HTTP/1.1 400`` reply became a MemoryError, and a peer that says nothing
+    hung the run.
 
     Parameters
     ----------
     address : str
         Dask scheduler address.
     timeout : float, optional
-        Seconds to wait (default :data:`SCHEDULER_TIMEOUT`).
+        Seconds to wait, for the probe and again for the connection; default the Dask
+        config ``dpmmbench.scheduler-timeout``, else :data:`SCHEDULER_TIMEOUT`.
     """
     check_address(address)
+    import dask
     import distributed
 
-    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
+    if timeout is None:
+        timeout = dask.config.get(SCHEDULER_TIMEOUT_KEY, None) or SCHEDULER_TIMEOUT
+    timeout = float(timeout)
+    probe_scheduler(address, timeout)
     try:
         return distributed.Client(address, timeout=timeout)
     except OSError as exc:  # distributed reports its connect timeout as a plain OSError
         raise ConnectionError(f"Dask scheduler at {address} did not answer within {timeout:g} s") from exc
+    except Exception as exc:  # noqa: BLE001 - whatever a foreign protocol makes distributed raise
+        raise ConnectionError(f"{address} answered but is not a Dask scheduler "
+                              f"({type(exc).__name__}: {exc})") from exc
+
+
+def probe_scheduler(address: str, timeout: float) -> None:
+    """Check that the peer at a ``tcp://`` address greets like a Dask scheduler.
+
+    Every Dask server sends its handshake as soon as it accepts a connection: an 8-byte
+    length, then that many bytes of frames (a count, the frames' lengths, the frames).
+    The probe reads it with a deadline and a size cap and checks that the framing adds
+    up; it sends nothing, so a real scheduler only sees a connection closed before the
+    handshake. Other schemes (``tls://``, ``inproc://``, ...) are left to ``distributed``.
+
+    Parameters
+    ----------
+    address : str
+        A well-formed Dask address (:func:`check_address`).
+    timeout : float
+        Seconds for the whole probe.
+
+    Raises
+    ------
+    ConnectionError
+        ``"Dask scheduler at ADDRESS did not answer within N s"`` (refused, unreachable),
+        ``"no answer from ADDRESS within N s"`` (a silent peer, e.g. a web server waiting
+        for a request) or ``"ADDRESS answered but is not a Dask scheduler"``.
+    """
+    import socket
+    import struct
+    import time
+
+    from distributed.comm import get_address_host_port, parse_address
+
+    scheme, _ = parse_address(address)
+    if scheme != "tcp":
+        return
+    host, port = get_address_host_port(address)
+    deadline = time.monotonic() + timeout
+
+    received = []  #: the buffers read so far (a partial handshake is a foreign peer)
+
+    def receive(sock, n):
+        data = bytearray()
+        received.append(data)
+        while len(data) < n:
+            sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError(f"it closed the connection after {len(data)} of {n} bytes")
+            data += chunk
+        return bytes(data)
+
+    def foreign(why):
+        return ConnectionError(f"{address} answered but is not a Dask scheduler ({why})")
+
+    size = body = None
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            (size,) = struct.unpack("<Q", receive(sock, 8))
+            if 16 <= size <= GREETING_LIMIT:
+                body = receive(sock, size)
+    except (TimeoutError, socket.timeout):
+        got = sum(len(r) for r in received)
+        if got:
+            raise foreign(f"it sent {got} bytes of a Dask handshake, then nothing for {timeout:g} s") from None
+        raise ConnectionError(f"no answer from {address} within {timeout:g} s: it accepted the connection but "
+                              f"sent no Dask handshake (not a Dask scheduler?)") from None
+    except EOFError as exc:
+        raise foreign(str(exc)) from None
+    except OSError as exc:
+        raise ConnectionError(f"Dask scheduler at {address} did not answer within {timeout:g} s "
+                              f"({type(exc).__name__}: {exc})") from exc
+    if body is None:
+        raise foreign(f"its first message would be {size} bytes long")
+    (n_frames,) = struct.unpack_from("<Q", body)
+    if not 1 <= n_frames <= (size - 8) // 8:
+        raise foreign(f"its first message claims {n_frames} frames")
+    lengths = struct.unpack_from(f"<{n_frames}Q", body, 8)
+    if sum(lengths) != size - 8 * (1 + n_frames):
+        raise foreign("its first message's frame lengths do not add up")
 
 
 def describe(client) -> dict:
