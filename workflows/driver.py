@@ -137,8 +137,9 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
 
 
 def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_clusters"], progress=False,
-               labels=None, dataset="", warmup=True, name=None) -> pd.DataFrame:
-    """:func:`run_chain` with its loop parameters in an already checked :class:`RunSpec`."""
+               labels=None, dataset="", warmup=True, name=None, rows=None) -> pd.DataFrame:
+    """:func:`run_chain` with its loop parameters in an already checked :class:`RunSpec`;
+    the rows are appended to ``rows`` as they are recorded (what a failed run leaves)."""
     family, alpha = sampler.family, sampler.alpha
     iterations, time_budget = spec.iterations, spec.time_budget
     X = family.validate(X)
@@ -150,7 +151,7 @@ def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_cl
     if warmup:
         warm_up(sampler, X, init_clusters)
 
-    rows = []
+    rows = [] if rows is None else rows
     fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": spec.workers}
 
     def record(iteration, state, elapsed):
@@ -227,7 +228,7 @@ def warm_up(sampler, X, init_clusters=RUN_DEFAULTS["init_clusters"], n_points=20
 def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_DEFAULTS["workers"], scheduler=None,
         time_budget=RUN_DEFAULTS["time_budget"], alpha=RUN_DEFAULTS["alpha"],
         init_clusters=RUN_DEFAULTS["init_clusters"], options=None, progress=False, warmup=True,
-        threads=RUN_DEFAULTS["threads"], name=None, data_file=None):
+        threads=RUN_DEFAULTS["threads"], name=None, data_file=None, out=None):
     """Run ``algorithm`` on the registered ``dataset`` on Dask; return its trace and provenance.
 
     Every run goes through :func:`workflows.cluster.dask_client`: an existing cluster
@@ -283,6 +284,11 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     data_file : str or os.PathLike, optional
         ``dataset`` already preprocessed into an ``.npz`` (``python -m dpmmbench.datasets preprocess``,
         the workflow's data rules): read from there instead of being generated or fetched.
+    out : str or os.PathLike, optional
+        Where the caller will write the trace. If the run fails once its chain has started
+        (a step raises, a shard's worker keeps failing), the rows recorded so far are written
+        there (:func:`~dpmmbench.reports.traces.write_trace`, atomically) with ``status``
+        ``"failed"`` and the ``error`` in the metadata, and the error is raised.
 
     Returns
     -------
@@ -293,7 +299,8 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
         iterations actually run, backend, the Dask cluster (``dask``: scheduler, dashboard,
         workers, threads, start-up seconds) and the worker process the chain ran in
         (``worker``: pid, numba threads and cache use), package versions, CPU, git commit,
-        command line and start time (UTC).
+        command line and start time (UTC); ``status``: ``"completed"``, or ``"stopped: time
+        budget"`` when the time budget ended the run early.
 
     Raises
     ------
@@ -330,30 +337,56 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
                   "name": name}
 
     entered = time.perf_counter()
-    with cluster.dask_client(workers=spec.workers, threads=spec.threads, scheduler=address) as client:
-        dask_meta = dict(cluster.describe(client), startup_s=time.perf_counter() - entered)
-        if sampler.supports_backend:
-            # A sharded sampler: its master loop here, its shards resident on the workers
-            # (docs/design.md "Execution model").
-            from dpmmbench.algorithms.backends import make_backend
+    partial = {}  #: what a failed run leaves behind, filled as the run gets there
+    try:
+        with cluster.dask_client(workers=spec.workers, threads=spec.threads, scheduler=address) as client:
+            dask_meta = dict(cluster.describe(client), startup_s=time.perf_counter() - entered)
+            if sampler.supports_backend:
+                # A sharded sampler: its master loop here, its shards resident on the workers
+                # (docs/design.md "Execution model").
+                from dpmmbench.algorithms.backends import make_backend
 
-            backend = make_backend(spec.workers, client)
-            sampler.attach_backend(backend)
-            trace, worker_meta = _chain_task(sampler, data.X, spec, warmup, chain_args)
-            backend_name = backend.describe()
-        else:
-            # A serial sampler: the whole chain is one task in a worker process. The data travel
-            # once, as their own piece of data rather than inside the task (a large task graph
-            # is slow to ship and Dask warns about it).
-            X = client.scatter(data.X, hash=False)
-            future = client.submit(_chain_task, sampler, X, spec, warmup, chain_args, pure=False,
-                                   key=f"chain-{algorithm}-{sampler.seed}-{secrets.token_hex(4)}")
-            trace, worker_meta = future.result()
-            backend_name = "serial: one task in a Dask worker process"
-        finished = time.perf_counter()
+                backend = make_backend(spec.workers, client)
+                sampler.attach_backend(backend)
+                backend_name = backend.describe()
+                trace, worker_meta, error = _chain_task(sampler, data.X, spec, warmup, chain_args)
+            else:
+                # A serial sampler: the whole chain is one task in a worker process. The data travel
+                # once, as their own piece of data rather than inside the task (a large task graph
+                # is slow to ship and Dask warns about it).
+                from dpmmbench.algorithms.backends.dask_backend import wait_for_workers
+
+                wait_for_workers(client, 1, why="no worker to run the chain on")  # scatter would wait for ever
+                X = client.scatter(data.X, hash=False)
+                future = client.submit(_chain_task, sampler, X, spec, warmup, chain_args, pure=False,
+                                       key=f"chain-{algorithm}-{sampler.seed}-{secrets.token_hex(4)}")
+                trace, worker_meta, error = future.result()
+                backend_name = "serial: one task in a Dask worker process"
+            if error is not None:
+                partial.update(trace=trace, worker_meta=worker_meta, backend_name=backend_name, dask_meta=dask_meta)
+                raise error
+            finished = time.perf_counter()
+    except Exception as exc:
+        if out is not None and partial.get("trace") is not None:
+            from dpmmbench.reports.traces import write_trace
+
+            meta = _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup,
+                               partial["trace"], partial["worker_meta"], partial["backend_name"],
+                               partial["dask_meta"], clock, started, status="failed")
+            meta["error"] = f"{type(exc).__name__}: {exc}"
+            write_trace(partial["trace"], out, meta)
+        raise
     dask_meta["shutdown_s"] = time.perf_counter() - finished
+    status = "completed" if len(trace) - 1 == spec.iterations else "stopped: time budget"
+    meta = _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup, trace,
+                       worker_meta, backend_name, dask_meta, clock, started, status=status)
+    return trace, meta
 
-    meta = {
+
+def _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup, trace, worker_meta,
+                backend_name, dask_meta, clock, started, status) -> dict:
+    """The metadata of a run (see :func:`run`), finished or not (``status``)."""
+    return {
         "algorithm": algorithm,
         "name": name or algorithm,
         "exact": bool(sampler.exact),
@@ -369,22 +402,22 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
         "init_clusters": init_clusters,
         "iterations_requested": spec.iterations,
         "iterations": int(len(trace) - 1),
+        "status": status,
         "time_budget": spec.time_budget,
         "time_s": float(trace["time_s"].iloc[-1]),
         "warmup": bool(warmup),
-        "warmup_s": worker_meta.pop("warmup_s"),
+        "warmup_s": worker_meta.get("warmup_s"),
         "workers": spec.workers,
         "threads": spec.threads,
         "backend": backend_name,
         "scheduler": dask_meta["scheduler"],
         "dask": dask_meta,
-        "worker": worker_meta,
+        "worker": {key: value for key, value in worker_meta.items() if key != "warmup_s"},
         "wall_s": time.perf_counter() - clock,
         "command": list(sys.argv),
         "started_utc": started.isoformat(timespec="seconds"),
         **environment(),
     }
-    return trace, meta
 
 
 class DataError(ValueError):
@@ -425,11 +458,19 @@ def _load_data(dataset, data_file=None):
 
 def _chain_task(sampler, X, spec, warmup, chain_args):
     """Warm up and run one chain where this is called (a Dask worker for serial samplers);
-    return ``(trace, facts about the process)``. ``chain_args`` are :func:`_run_chain`'s
-    keywords (a dict, not ``**kwargs``: ``Client.submit`` owns keywords such as ``workers``)."""
+    return ``(trace, facts about the process, None)``, or, when the chain fails once it has
+    started, ``(the trace so far, facts, the exception)``: the rows of a failed run come back
+    from a worker too. ``chain_args`` are :func:`_run_chain`'s keywords (a dict, not
+    ``**kwargs``: ``Client.submit`` owns keywords such as ``workers``)."""
     warmup_s = warm_up(sampler, sampler.family.validate(X), chain_args["init_clusters"]) if warmup else None
-    trace = _run_chain(sampler, X, spec, warmup=False, **chain_args)
-    return trace, dict(process_facts(), warmup_s=warmup_s)
+    rows = []
+    try:
+        trace, error = _run_chain(sampler, X, spec, warmup=False, rows=rows, **chain_args), None
+    except Exception as exc:  # noqa: BLE001 - re-raised by the caller after keeping the rows
+        if not rows:
+            raise
+        trace, error = trace_frame(rows), exc
+    return trace, dict(process_facts(), warmup_s=warmup_s), error
 
 
 # ---- helpers ------------------------------------------------------------------------------------
