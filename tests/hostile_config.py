@@ -29,20 +29,17 @@ def run_sampler(name: str, alpha: float, n: int = 300, steps: int = 3, **options
     return {key: value for key, value in state.info.items() if key.startswith("n_")}
 
 
-def load_dataset(spec: str) -> dict:
-    """Canonical name of ``spec``, then the loaded dataset's size (a spec the parser accepts
-    must load within the memory limit)."""
+def parse_or_load(spec) -> dict:
+    """``spec`` parsed (canonical name, described size); a generated dataset of at most
+    20000 points is also loaded, and must have the described size."""
     from dpmmbench import datasets
 
     _limit_memory()
     canonical = datasets.canonical_name(spec)
-    data = datasets.load(spec)
-    return {"name": canonical, "n": data.X.shape[0], "dim": data.X.shape[1]}
-
-
-def canonical_name(spec) -> str:
-    """Canonical name of ``spec`` (parses it; generates nothing)."""
-    from dpmmbench import datasets
-
-    _limit_memory()
-    return datasets.canonical_name(spec)
+    n = datasets.describe(spec)["n"]
+    out = {"name": canonical, "n": n}
+    if canonical.startswith("synth-") and n <= 20_000:
+        data = datasets.load(spec)
+        assert data.X.shape[0] == n and data.name == canonical, (data.X.shape, data.name)
+        out["loaded"] = True
+    return out

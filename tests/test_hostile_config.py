@@ -4,14 +4,26 @@ a crash, a hang or exhausted memory. Untrusted cases run in a child interpreter 
 limit (tests/hostile_config.py)."""
 from __future__ import annotations
 
+import copy
 import math
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 from dpmmbench import algorithms
+from dpmmbench.algorithms.constraints import check_parameter
 from dpmmbench.algorithms.families import NormalKnownCovariance
 from dpmmbench.algorithms.slice_mr import break_sticks
+from dpmmbench.workflows._config import check_values
 
 HUGE_ALPHAS = [1e6, 1e9, 1e12]
 
@@ -70,3 +82,151 @@ def test_samplers_that_instantiate_components_stay_bounded_with_a_huge_alpha(iso
         out = isolated.run("hostile_config:run_sampler", name, alpha)
         assert out.kind == "returned", out
         assert out.value["n_clusters"] <= 300
+
+
+# ---- workflow configs ----------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "workflows" / "config" / "smoke.yaml"
+SCHEMA = ROOT / "workflows" / "schemas" / "config.schema.yaml"
+SAFE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NAN, INF = float("nan"), float("inf")
+
+#: (edit of the smoke config, what the error message must name)
+BAD_CONFIGS = [
+    ({"alpha": NAN}, "'alpha'"),
+    ({"alpha": INF}, "'alpha'"),
+    ({"alpha": -INF}, "'alpha'"),
+    ({"time_budget": NAN}, "'time_budget'"),
+    ({"time_budget": INF}, "'time_budget'"),
+    ({"iterations": 10.0}, "'iterations'"),
+    ({"iterations": 2.5}, "'iterations'"),
+    ({"init_clusters": 301}, "'init_clusters'"),  # the smoke config's chang2013-tiny has 300 points
+    ({"seeds": [0, 3.0]}, "seeds[1]"),
+    ({"variants": {"v": {"algorithm": "gibbs", "time_budget": NAN}}}, "variants: v: time_budget"),
+    ({"variants": {"v": {"algorithm": "gibbs", "iterations": 4.0}}}, "variants: v: iterations"),
+    ({"dask": {"threads": 2.0}}, "dask: threads"),
+    ({"datasets": {"..": "synth-chang2013?n=50"}}, "'..'"),
+    ({"datasets": {".": "synth-chang2013?n=50"}}, "'.'"),
+    ({"datasets": {"a/b": "synth-chang2013?n=50"}}, "'a/b'"),
+    ({"datasets": {"../x": "synth-chang2013?n=50"}}, "'../x'"),
+    ({"datasets": {".hidden": "synth-chang2013?n=50"}}, "'.hidden'"),
+    ({"datasets": {"x": "synth-chang2013?n=-5"}}, "parameter 'n'"),
+    ({"datasets": {"x": "synth-chang2013?n=1e99"}}, "parameter 'n'"),
+    ({"datasets": {"x": "synth-chang2013?n=99999999999999999999"}}, "parameter 'n'"),
+    ({"datasets": {"x": "synth-multinomial?n=1000000&vocab=100000"}}, "n x vocab"),
+    ({"datasets": {"x": "synth-chang2013?colour=red"}}, "unknown parameter 'colour'"),
+]
+
+
+def smoke_config(edit: dict) -> dict:
+    config = yaml.safe_load(SMOKE.read_text())
+    config.update(copy.deepcopy(edit))
+    return config
+
+
+def check_config(config: dict) -> None:
+    """What the workflow does before any job: the schema (shape, keys), then the values."""
+    validate(config, str(SCHEMA))
+    check_values(config)
+
+
+@pytest.mark.parametrize("edit, named", BAD_CONFIGS, ids=[str(e) for e, _ in BAD_CONFIGS])
+def test_bad_config_value_is_refused_naming_the_key(edit, named):
+    with pytest.raises((WorkflowError, ValueError, TypeError)) as info:
+        check_config(smoke_config(edit))
+    assert named in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit, named", BAD_CONFIGS, ids=[str(e) for e, _ in BAD_CONFIGS])
+def test_bad_config_value_stops_a_dry_run_before_any_job(tmp_path, edit, named):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(smoke_config(edit)))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
+                          str(tmp_path), "--cores", "1", "-n", "--configfile", str(path)],
+                         capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and named in out, out[-2000:]
+    assert "run_chain" not in out  # no job planned
+    assert not (tmp_path / "results").exists() and not (tmp_path.parent / "x").exists()
+
+
+@pytest.mark.parametrize("case", [0, 7, 12], ids=["alpha-nan", "init_clusters", "dotdot-key"])
+def test_a_real_dry_run_refuses_a_bad_config(tmp_path, case):
+    """The end-to-end path of three of the cases above (all of them run with the slow tests)."""
+    test_bad_config_value_stops_a_dry_run_before_any_job(tmp_path, *BAD_CONFIGS[case])
+
+
+ANY_VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10 ** 20, 10 ** 20),
+                      st.integers(0, 400), st.booleans(), st.none(), st.text(max_size=4))
+RUN_KEYS = {"alpha": "alpha", "time_budget": "time_budget", "iterations": "iterations", "init_clusters": "init_clusters"}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.dictionaries(st.sampled_from(sorted(RUN_KEYS)), ANY_VALUE, min_size=1),
+       seeds=st.one_of(st.none(), st.lists(ANY_VALUE, min_size=1, max_size=3)),
+       key=st.one_of(st.none(), st.text(max_size=6), st.sampled_from([".", "..", "a/b", "x.y", "_a", "-a", "a-1"])))
+def test_random_config_values_are_valid_runs_or_named_errors(values, seeds, key):
+    edit = dict(values)
+    if seeds is not None:
+        edit["seeds"] = seeds
+    if key is not None:
+        edit["datasets"] = {key: "synth-chang2013?n=50"}
+    config = smoke_config(edit)
+    try:
+        check_config(config)
+    except (WorkflowError, ValueError, TypeError) as exc:
+        message = str(exc)
+        assert any(name in message for name in [*values, "seeds", "datasets"]), message
+        return
+    # accepted: every value is a valid run parameter, written as its type, and the key is safe
+    for name, value in values.items():
+        assert check_parameter(name, value) == value and type(value) is not bool
+        if name in ("iterations", "init_clusters"):
+            assert type(value) is int
+    assert all(type(s) is int and check_parameter("seed", s) == s for s in config["seeds"])
+    if key is not None:
+        assert SAFE_KEY.fullmatch(key) and "/" not in key and key not in (".", "..")
+    assert config.get("init_clusters", 1) <= (50 if key is not None else 60)  # the smallest dataset
+
+
+# ---- dataset specs -------------------------------------------------------------------------
+
+SYNTH = {"synth-chang2013": ["n", "n_clusters", "seed"], "synth-wang2017": ["n_clusters", "scale", "seed"],
+         "synth-multinomial": ["n", "vocab", "n_clusters", "doc_length", "gamma", "seed"]}
+SPEC_VALUE = st.one_of(
+    st.integers(-10, 300).map(str),
+    st.integers(-10 ** 30, 10 ** 30).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["1e99", "nan", "inf", "-0", "0x10", "1_000", "", " 5", "5 ", "1e-320", "0.5", "1.0"]),
+    st.text(max_size=5),
+)
+
+
+@st.composite
+def dataset_specs(draw):
+    base = draw(st.sampled_from([*SYNTH, "digits", "nope", ""]))
+    names = SYNTH.get(base, ["pca"]) + ["bogus", ""]
+    items = draw(st.lists(st.tuples(st.sampled_from(names), SPEC_VALUE), max_size=3))
+    query = "&".join(f"{k}={v}" for k, v in items)
+    return base + ("?" + query if query or draw(st.booleans()) else "")
+
+
+@settings(max_examples=80, deadline=None)
+@given(spec=dataset_specs())
+def test_random_dataset_specs_give_a_clear_error_or_a_valid_dataset(isolated, spec):
+    out = isolated.run("hostile_config:parse_or_load", spec)
+    assert out.kind == "returned" or out.clear_error, out
+    if out.kind == "returned":
+        assert out.value["n"] >= 1
+
+
+@pytest.mark.parametrize("spec", ["synth-chang2013?n=99999999999999", "synth-chang2013?n=1e99",
+                                  "synth-chang2013?n=-5", "synth-chang2013?n_clusters=100000000",
+                                  "synth-wang2017?n_clusters=1000000000", "synth-multinomial?n=1000000&vocab=100000",
+                                  "synth-multinomial?n_clusters=10000&vocab=100000",
+                                  "synth-multinomial?doc_length=10000000000", "synth-chang2013?n=" + "9" * 5000])
+def test_absurd_dataset_sizes_are_refused_before_anything_is_allocated(isolated, spec):
+    out = isolated.run("hostile_config:parse_or_load", spec)
+    assert out.clear_error, out

@@ -7,8 +7,8 @@ import sys
 from snakemake.settings.types import DeploymentMethod
 
 from dpmmbench import algorithms
-from dpmmbench import datasets
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, resolve_options
+from dpmmbench.workflows._config import check_values
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
@@ -112,15 +112,13 @@ def run_args(wildcards, input):
 
 
 def check_config():
-    """Stop before any job on what the schema cannot see: unknown algorithm, dataset or
+    """Stop before any job on what the schema cannot see: run parameters outside their
+    declared constraints (NaN, infinity, an integral float), dataset names that do not parse
+    or whose known size is below init_clusters (``check_values``), unknown algorithm or
     option names and bad option values (each message names the culprit), variants that
     clash with a registry name or name an unknown dataset key, an empty grid."""
     known = algorithms.available()
-    for key, name in config["datasets"].items():
-        try:
-            datasets.canonical_name(name)  # parses the name; loads and downloads nothing
-        except ValueError as exc:
-            raise ValueError(f"config 'datasets': {key}: {exc}") from None
+    check_values(config)
     for algorithm in config.get("options", {}):
         if algorithm not in known:
             raise ValueError(f"config 'options': unknown algorithm {algorithm!r}; available: {known}")

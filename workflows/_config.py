@@ -1,0 +1,85 @@
+"""Values of a workflow config that its JSON schema cannot check.
+
+The schema (``workflows/schemas/config.schema.yaml``) checks the config's shape and keys; a
+YAML float such as ``.nan`` or ``.inf`` passes any numeric bound of a JSON schema, and an
+integral float (``10.0``) passes ``type: integer``. :func:`check_values` checks every run
+parameter against its declared constraint (:data:`~dpmmbench.algorithms.constraints.RUN_PARAMETERS`,
+the one table of their bounds), parses every dataset name, and compares ``init_clusters``
+with each dataset's size where the name tells it without loading. The workflow calls it
+before any job (``workflows/common.smk``).
+"""
+from __future__ import annotations
+
+from numbers import Integral
+
+from dpmmbench import datasets
+from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Interval, check_value
+
+
+def check_run_parameter(where: str, name: str, value):
+    """Return the run parameter ``name`` given at config key ``where``, checked, else raise.
+
+    Parameters
+    ----------
+    where : str
+        The config key, for the message (e.g. ``"variants: fast: iterations"``).
+    name : str
+        A key of ``RUN_PARAMETERS``.
+    value : object
+
+    Raises
+    ------
+    TypeError, ValueError
+        The message starts with ``config 'where'`` and names the problem. An integer
+        parameter must be written as an integer: the command line of a run would get
+        ``10.0``.
+    """
+    constraint = RUN_PARAMETERS[name].constraint
+    members = constraint if isinstance(constraint, list) else [constraint]
+    integral = any(isinstance(m, Interval) and issubclass(m.type, Integral) for m in members)
+    if integral and isinstance(value, float):
+        raise TypeError(f"config '{where}' must be an integer, got {value!r}")
+    return check_value(f"config '{where}'", value, constraint)
+
+
+def check_values(config: dict) -> None:
+    """Check the values of a config that passed the schema (see the module docstring).
+
+    Parameters
+    ----------
+    config : dict
+        The workflow config, after ``snakemake.utils.validate`` against the schema.
+
+    Raises
+    ------
+    TypeError, ValueError
+        The first bad value; the message names its config key and the problem.
+    """
+    for key in ("alpha", "init_clusters", "iterations", "time_budget"):
+        if key in config:
+            check_run_parameter(key, key, config[key])
+    for i, seed in enumerate(config.get("seeds", [])):
+        check_run_parameter(f"seeds[{i}]", "seed", seed)
+    for name, variant in (config.get("variants") or {}).items():
+        for key in ("iterations", "time_budget"):
+            if key in variant:
+                check_run_parameter(f"variants: {name}: {key}", key, variant[key])
+    dask = config.get("dask") or {}
+    workers = dask.get("workers", [])
+    for i, count in enumerate(workers if isinstance(workers, list) else [workers]):
+        check_run_parameter(f"dask: workers" + (f"[{i}]" if isinstance(workers, list) else ""), "workers", count)
+    if "threads" in dask:
+        check_run_parameter("dask: threads", "threads", dask["threads"])
+    init_clusters = config.get("init_clusters", RUN_PARAMETERS["init_clusters"].default)
+    for key, name in config.get("datasets", {}).items():
+        try:
+            # parses the name (bounded sizes, known parameters); loads and downloads nothing
+            n = datasets.describe(name)["n"]
+        except ValueError as exc:
+            raise ValueError(f"config 'datasets': {key}: {exc}") from None
+        # A text corpus's size is an upper bound (documents left empty are dropped when it
+        # loads): a larger init_clusters is surely too large, a smaller one is checked by
+        # the run itself (Sampler.init).
+        if isinstance(n, Integral) and init_clusters > n:
+            raise ValueError(f"config 'init_clusters' = {init_clusters} exceeds the size of dataset {key!r} "
+                             f"({name}: {n} points); use at most {n}")
