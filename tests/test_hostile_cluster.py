@@ -93,13 +93,23 @@ def test_a_map_function_that_raises_is_not_retried_and_names_its_shard(client):
 
 
 def test_retries_and_timeouts_are_checked_and_read_from_the_dask_config(client):
+    """Arguments win over the Dask config keys (also set as DASK_DPMMBENCH__... variables);
+    a bad value of either is a ValueError naming it."""
     with dask.config.set({"dpmmbench.retries": 4, "dpmmbench.worker-timeout": 7}):
         backend = DaskBackend(client, n_workers=2)
     assert (backend.retries, backend.timeout) == (4, 7.0)
     assert (DaskBackend(client).retries, DaskBackend(client).timeout) == (2, 30.0)
-    for bad in ({"retries": -1}, {"retries": 1.5}, {"retries": True}, {"timeout": 0}, {"timeout": float("nan")}):
+    with dask.config.set({"dpmmbench.worker-timeout": "1.5s"}):  # as DASK_DPMMBENCH__WORKER_TIMEOUT=1.5s
+        assert DaskBackend(client).timeout == 1.5
+    for bad in ({"retries": -1}, {"retries": 1.5}, {"retries": True}, {"retries": "2"}, {"timeout": 0},
+                {"timeout": float("nan")}, {"timeout": float("inf")}, {"timeout": "soon"}, {"timeout": True}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             DaskBackend(client, **bad)
+    with dask.config.set({"dpmmbench.retries": -2}), pytest.raises(ValueError, match=r"dpmmbench\.retries"):
+        DaskBackend(client)
+    with dask.config.set({"dpmmbench.scheduler-timeout": "never"}), \
+            pytest.raises(ValueError, match=r"dpmmbench\.scheduler-timeout must be a positive number of seconds"):
+        cluster.connect(client.scheduler.address)
 
 
 # ---- item 2: a failed run leaves its trace so far -------------------------------------------

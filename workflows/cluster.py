@@ -169,9 +169,12 @@ def connect(address: str, timeout: float | None = None):
     import dask
     import distributed
 
+    from dpmmbench.algorithms.backends.dask_backend import timeout_seconds
+
     if timeout is None:
-        timeout = dask.config.get(SCHEDULER_TIMEOUT_KEY, None) or SCHEDULER_TIMEOUT
-    timeout = float(timeout)
+        timeout = timeout_seconds(dask.config.get(SCHEDULER_TIMEOUT_KEY, SCHEDULER_TIMEOUT), SCHEDULER_TIMEOUT_KEY)
+    else:
+        timeout = timeout_seconds(timeout, "timeout")
     probe_scheduler(address, timeout)
     try:
         return distributed.Client(address, timeout=timeout)

@@ -102,6 +102,27 @@ def _configured(value, key, default):
     return value
 
 
+def timeout_seconds(value, name: str) -> float:
+    """``value`` (seconds, or a Dask duration such as ``"30s"``, as Dask config values may
+    be) as a positive float.
+
+    Raises
+    ------
+    ValueError
+        Not a positive duration; the message names ``name`` (e.g. the config key).
+    """
+    from dask.utils import parse_timedelta
+
+    try:
+        seconds = float(parse_timedelta(value, default="s"))
+    except (KeyError, ValueError, TypeError, AttributeError):
+        seconds = None
+    if seconds is None or isinstance(value, bool) or not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds (or a duration such as '30s'), "
+                         f"got {value!r}")
+    return seconds
+
+
 def _cause(error) -> str:
     return f"{type(error).__name__}: {error}"
 
@@ -125,7 +146,7 @@ def wait_for_workers(client, n: int = 1, timeout: float | None = None, why: str 
         Not ``n`` workers in time; names ``why``, the scheduler's address and the workers
         expected and present.
     """
-    timeout = float(_configured(timeout, WORKER_TIMEOUT_KEY, DEFAULT_WORKER_TIMEOUT))
+    timeout = timeout_seconds(_configured(timeout, WORKER_TIMEOUT_KEY, DEFAULT_WORKER_TIMEOUT), WORKER_TIMEOUT_KEY)
     try:
         client.wait_for_workers(n, timeout=timeout)
     except TimeoutError:
@@ -554,12 +575,11 @@ class DaskBackend(Backend):
         if not checkpoint_ratio >= 0:
             raise ValueError(f"checkpoint_ratio must be >= 0, got {checkpoint_ratio!r}")
         self.checkpoint_ratio = float(checkpoint_ratio)
-        timeout = float(_configured(timeout, WORKER_TIMEOUT_KEY, DEFAULT_WORKER_TIMEOUT))
+        timeout = timeout_seconds(_configured(timeout, WORKER_TIMEOUT_KEY, DEFAULT_WORKER_TIMEOUT),
+                                  f"timeout ({WORKER_TIMEOUT_KEY})")
         retries = _configured(retries, RETRIES_KEY, DEFAULT_RETRIES)
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0, got {timeout!r}")
         if isinstance(retries, bool) or not isinstance(retries, numbers.Integral) or retries < 0:
-            raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+            raise ValueError(f"retries ({RETRIES_KEY}) must be an integer >= 0, got {retries!r}")
         self.timeout, self.retries = timeout, int(retries)
         for name, value in (("n_workers", n_workers), ("n_shards", n_shards)):
             if value is not None:
