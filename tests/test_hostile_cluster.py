@@ -222,3 +222,13 @@ def test_whatever_a_hostile_peer_sends_ends_in_a_clear_error(child, greeting):
     kind, message, seconds = connect_to(child, served, timeout=1.0)
     assert kind == "ConnectionError" and address in message, message
     assert seconds < 1.0 + 3
+
+
+def test_a_worker_or_nanny_address_is_not_taken_for_a_scheduler(child, client):
+    """A worker or a nanny greets like any Dask server; its identity tells it apart."""
+    worker, info = next(iter(client.scheduler_info()["workers"].items()))
+    for address, kind in ((worker, "Worker"), (info["nanny"], "Nanny")):
+        outcome, message, seconds = child.run("hostile_cluster:connect_case", address, CONNECT_TIMEOUT).value
+        assert outcome == "ConnectionError", message
+        assert message == f"{address} answered but is not a Dask scheduler (it is a Dask {kind})"
+        assert seconds < CONNECT_TIMEOUT + 3

@@ -192,7 +192,9 @@ def probe_scheduler(address: str, timeout: float) -> None:
     length, then that many bytes of frames (a count, the frames' lengths, the frames).
     The probe reads it with a deadline and a size cap and checks that the framing adds
     up; it sends nothing, so a real scheduler only sees a connection closed before the
-    handshake. Other schemes (``tls://``, ``inproc://``, ...) are left to ``distributed``.
+    handshake. Then, on a second connection, it asks the server's ``identity``: a worker
+    or a nanny is a Dask server too, but no scheduler. Other schemes (``tls://``,
+    ``inproc://``, ...) are left to ``distributed``.
 
     Parameters
     ----------
@@ -261,6 +263,38 @@ def probe_scheduler(address: str, timeout: float) -> None:
     lengths = struct.unpack_from(f"<{n_frames}Q", body, 8)
     if sum(lengths) != size - 8 * (1 + n_frames):
         raise foreign("its first message's frame lengths do not add up")
+    # A Dask server: now distributed's own comm is safe to use, and says which kind it is
+    # (a worker or nanny greets the same way but is no scheduler).
+    try:
+        identity = _identity(address, max(deadline - time.monotonic(), 0.5))
+    except (TimeoutError, OSError) as exc:
+        raise ConnectionError(f"Dask scheduler at {address} did not answer within {timeout:g} s "
+                              f"({type(exc).__name__}: {exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - whatever a foreign protocol makes distributed raise
+        raise foreign(f"{type(exc).__name__}: {exc}") from exc
+    kind = identity.get("type") if isinstance(identity, dict) else None
+    if kind != "Scheduler":
+        raise foreign(f"it is a Dask {kind}" if isinstance(kind, str) else "it did not say what it is")
+
+
+def _identity(address: str, timeout: float):
+    """The reply of the Dask server at ``address`` to ``identity``, asked on a loop of its own
+    (in a thread: the caller may be running an event loop, e.g. in a notebook)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect as open_comm
+
+    async def ask():
+        comm = await open_comm(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await asyncio.wait_for(comm.read(), timeout)
+        finally:
+            comm.abort()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(ask())).result()
 
 
 def describe(client) -> dict:
