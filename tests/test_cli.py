@@ -414,3 +414,23 @@ def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
     monkeypatch.setattr(cluster, "dask_client", no_cluster)
     with pytest.raises(ValueError, match="holds dataset"):
         driver.run("gibbs", "synth-multinomial?n=41&vocab=12", 3, data_file=path)
+
+
+def test_summarize_and_report_errors_have_their_codes(tmp_path, capsys):
+    good = write_trace(chain(iterations=1), tmp_path / "good.csv", {"algorithm": "gibbs"})
+    bad = write_trace(chain(iterations=2), tmp_path / "bad.csv", {"algorithm": "gibbs"})
+    os.replace(tmp_path / "good.csv.meta.json", tmp_path / "bad.csv.meta.json")  # a mismatched pair
+    (tmp_path / "a-file").write_text("x")
+    cases = [
+        (["summarize", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "s.csv")], 3, "missing.csv"),
+        (["summarize", str(bad), "--out", str(tmp_path / "s.csv")], 3, "does not match its sidecar"),
+        (["summarize", str(good), "--out", str(tmp_path / "a-file" / "s.csv")], 4, "a-file"),
+        (["report", str(bad), "--out", str(tmp_path / "r.html")], 3, "does not match its sidecar"),
+        (["report", str(good), "--out", str(tmp_path / "a-file" / "r.html")], 4, "a-file"),
+        (["report", str(good), "--out", str(tmp_path / "r.html"), "--config", str(tmp_path / "no.yaml")], 2, "no.yaml"),
+    ]
+    for args, code, needle in cases:
+        assert main(args) == code, args
+        err = capsys.readouterr().err
+        assert err.startswith("dpmmbench: error:") and err.count("\n") == 1 and needle in err, (args, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "bad.csv", "bad.csv.meta.json", "good.csv"]

@@ -174,7 +174,7 @@ def _cmd_run(args) -> int:
                                  workers=args.workers, scheduler=args.scheduler, time_budget=args.time_budget,
                                  alpha=args.alpha, init_clusters=args.init_clusters, options=options,
                                  progress=progress, warmup=args.warmup, threads=args.threads, name=args.name,
-                                 data_file=args.data_file)
+                                 data_file=args.data_file, out=out)
     meta["command"] = ["dpmmbench", *args.argv]
     # Every option was checked: temporaries a killed run left next to --out can go.
     remove_stale_temporaries(out)
@@ -195,17 +195,16 @@ def _quiet_dask(quiet: bool):
         return
     import logging
 
-    import distributed  # noqa: F401 - its import sets its loggers' levels: set ours after it
-
-    logger = logging.getLogger("distributed")
-    level, options = logger.level, list(sys.warnoptions)
-    logger.setLevel(logging.CRITICAL)
+    # All of this process's logging up to ERROR: distributed sets its loggers' levels when
+    # it is imported, which comes later (the parameters are checked before).
+    disabled, options = logging.root.manager.disable, list(sys.warnoptions)
+    logging.disable(logging.ERROR)
     # The tracker process is started with this process's -W options.
     sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
     try:
         yield
     finally:
-        logger.setLevel(level)
+        logging.disable(disabled)
         sys.warnoptions[:] = options
 
 
