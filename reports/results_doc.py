@@ -46,8 +46,9 @@ def perf_table(rows, machine: dict, repeat: int) -> str:
 
 def summary_tables(summary: pd.DataFrame) -> str:
     """Per dataset: median over seeds of where each (algorithm, workers) ended, and how fast."""
-    parts = [f"{len(summary)} runs; " + _provenance(summary)]
-    for dataset, frame in summary.groupby("dataset", sort=True):
+    failed = summary["status"] == "failed" if "status" in summary else pd.Series(False, index=summary.index)
+    parts = [f"{len(summary)} runs ({int(failed.sum())} failed, left out); " + _provenance(summary)]
+    for dataset, frame in summary[~failed].groupby("dataset", sort=True):
         lines = [f"### {dataset}", "",
                  "| algorithm | workers | runs | iterations | ms / iteration | final log joint | VI | clusters |",
                  "|---|---:|---:|---:|---:|---:|---:|---:|"]

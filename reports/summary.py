@@ -18,8 +18,9 @@ def summarize(paths) -> pd.DataFrame:
     -------
     pandas.DataFrame
         ``dataset, algorithm, seed, workers, iterations, time_s, s_per_iteration,
-        final_log_joint, best_log_joint, final_n_clusters, final_vi, git_commit, cpu_model``
-        (the last two from the run's provenance; empty where a trace has none).
+        final_log_joint, best_log_joint, final_n_clusters, final_vi, status, git_commit,
+        cpu_model`` (from the run's metadata: ``status`` is ``completed``, ``stopped: time
+        budget`` or ``failed``; empty where a trace has none).
     """
     from .traces import read_trace
 
@@ -34,7 +35,7 @@ def summarize(paths) -> pd.DataFrame:
             "s_per_iteration": float(trace["time_s"].diff().iloc[1:].median()) if iters else float("nan"),
             "final_log_joint": float(last["log_joint"]), "best_log_joint": float(trace["log_joint"].max()),
             "final_n_clusters": int(last["n_clusters"]), "final_vi": float(last["vi"]),
-            "git_commit": meta.get("git_commit") or "", "cpu_model": meta.get("cpu_model") or "",
+            "status": meta.get("status") or "", "git_commit": meta.get("git_commit") or "", "cpu_model": meta.get("cpu_model") or "",
         })
     if not rows:
         raise ValueError("no trace files to summarise")

@@ -27,7 +27,11 @@ def _traces(tmp_path):
 
 
 def test_summary_table_holds_the_medians_of_the_runs(tmp_path):
-    summary = summarize(_traces(tmp_path))
+    ds = datasets.load("synth-chang2013?n=300")
+    failed = run_chain(algorithms.make("gibbs", family=ds.family, seed=2), ds.X, 1, dataset="chang-300",
+                       warmup=False)
+    failed_path = write_trace(failed, tmp_path / "failed.csv", meta={"status": "failed", "error": "X: y"})
+    summary = summarize([*_traces(tmp_path), failed_path])
     page = results_doc.render(summary=summary)
     gibbs = summary[summary["algorithm"] == "gibbs"]
     row = next(line for line in page.splitlines() if line.startswith("| `gibbs` |"))
@@ -35,7 +39,7 @@ def test_summary_table_holds_the_medians_of_the_runs(tmp_path):
     assert cells[1:4] == ["1", "2", "3"]  # workers, runs, iterations
     assert cells[5] == f"{gibbs['final_log_joint'].median():,.0f}"
     assert cells[7] == f"{gibbs['final_n_clusters'].median():,.0f}"
-    assert "### chang-300" in page and "commit abc123" in page
+    assert "### chang-300" in page and "commit abc123" in page and "(1 failed, left out)" in page
     assert page.startswith(results_doc.HEADER)
 
 
