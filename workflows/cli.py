@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     from dpmmbench.algorithms.constraints import RUN_DEFAULTS as default
     parser = _Parser(prog="dpmmbench", description="Benchmark suite for Dirichlet process mixture model inference.",
                      epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors (debugging)")
+    parser.add_argument("--traceback", "--debug", action="store_true",
+                        help="show full tracebacks on errors, and Dask's log (debugging)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run one chain and write its trace",
@@ -247,8 +248,12 @@ def _cmd_summarize(args) -> int:
         raise ValueError(f"--out must end in .csv, got {args.out!r}")
     _writable(out)
     table = _read_traces(lambda: summarize(args.traces))
-    _write(out, lambda: (out.parent.mkdir(parents=True, exist_ok=True),
-                         atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))))
+
+    def write():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
+
+    _write(out, write)
     print(table.to_string(index=False))
     return 0
 
