@@ -54,6 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         # One line: the usage is one `--help` away.
+        message = " ".join(message.split())
         self.exit(EXIT_CODES["usage"], f"dpmmbench: error: {message} (see `{self.prog} --help`)\n")
 
 

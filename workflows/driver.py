@@ -452,7 +452,7 @@ def _load_data(dataset, data_file=None):
         if not isinstance(exc, (ValueError, TypeError, OSError, RuntimeError)):
             message = f"{type(exc).__name__}: {message}"  # e.g. "BadZipFile: File is not a zip file"
         named = str(dataset if data_file is None else data_file)
-        raise DataError(message if named in message else f"{what}: {message}") from exc
+        raise DataError(message if named in message or repr(named) in message else f"{what}: {message}") from exc
     return data
 
 
