@@ -63,6 +63,7 @@ def test_sampler_against_exact_posterior(name, problem, request):
         assert 0.0 <= res.tv <= 1.0
 
 
+@pytest.mark.slow
 def test_harness_fails_a_deliberately_wrong_sampler(problem):
     """Collapsed Gibbs run at 3x the concentration is a valid sampler of the wrong posterior:
     the harness must reject it at the same budget at which it accepts the right one."""

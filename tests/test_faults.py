@@ -25,6 +25,9 @@ from dpmmbench.algorithms.backends.dask_backend import DaskShardGroup
 from dpmmbench.workflows.cluster import dask_client
 from dpmmbench.workflows.driver import run_chain
 
+# each kills a real Dask worker mid-step: seconds apiece, left out of the fast loop
+pytestmark = pytest.mark.slow
+
 DATASET = "synth-wang2017?n_clusters=8&scale=0.03"  # 510 points in 2-D, 8 clusters
 #: trace columns that measure wall-clock time, or the fault itself: all others must match
 #: the uninterrupted run

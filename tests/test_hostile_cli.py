@@ -159,6 +159,7 @@ def test_a_valid_run_writes_its_trace_and_keeps_the_users_files(tmp_path):
     assert len(trace) == 1 and meta["seed"] == 0
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_is_a_cluster_error(tmp_path):
     """A serial chain's worker killed (SIGKILL) while the chain runs; Dask is told not to
     retry the task, so the run fails: one line, the cluster's code, the user's files kept.
@@ -264,6 +265,7 @@ def test_random_run_arguments_end_in_a_run_or_one_line(args):
         assert user_files_intact(folder, planted), args
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(args=st.lists(st.one_of(st.sampled_from(["run", "--seed", "--out", "--dataset", "--algorithm", "--option",
                                                 "--iterations", "--help", "-h", "list", "--traceback"]),

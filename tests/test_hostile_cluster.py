@@ -216,6 +216,7 @@ def test_a_closed_port_and_a_real_scheduler(child, empty_cluster):
                  st.integers(0, 2 ** 64 - 1).map(lambda n: struct.pack("<Q", n)),
                  st.tuples(st.integers(16, 4096), st.binary(min_size=8, max_size=64))
                  .map(lambda t: struct.pack("<Q", t[0]) + t[1])))
+@pytest.mark.slow
 def test_whatever_a_hostile_peer_sends_ends_in_a_clear_error(child, greeting):
     served = hc.raw_server(greeting, hold=5.0)
     address = served[1]

@@ -123,6 +123,7 @@ def png_size(data: bytes):
 
 
 # ---- the file ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sections_figures_and_speed(report, traces):
     out, seconds = report
     page = Page(out.read_text(encoding="utf-8"))
@@ -145,6 +146,7 @@ def test_sections_figures_and_speed(report, traces):
     assert seconds < 30, f"report took {seconds:.1f} s for {len(traces)} traces"
 
 
+@pytest.mark.slow
 def test_no_external_resources(report):
     text = report[0].read_text(encoding="utf-8")
     page = Page(text)
@@ -158,6 +160,7 @@ def test_no_external_resources(report):
     assert "http://" not in text and "https://" not in text
 
 
+@pytest.mark.slow
 def test_numbers_come_from_the_traces(report, traces):
     text = report[0].read_text(encoding="utf-8")
     chains = {str(p): read_trace(p)[0] for p in traces}
@@ -178,6 +181,7 @@ def test_numbers_come_from_the_traces(report, traces):
         assert "No run sent any bytes" in communication
 
 
+@pytest.mark.slow
 def test_claims_are_measured_or_say_what_is_missing(traces):
     frame, runs = load_runs(traces)
     chang, daume, wang = claims.check_claims(frame, runs)
@@ -211,6 +215,7 @@ def test_claims_are_measured_or_say_what_is_missing(traces):
     assert "cons-prog" in wang.summary and "auxvar" in wang.summary
 
 
+@pytest.mark.slow
 def test_same_inputs_same_bytes_and_the_cli(report, traces, tmp_path, capsys):
     out = tmp_path / "results" / "report" / "index.html"  # as deep as the fixture's: same relative links
     args = ["report", *map(str, traces), "--out", str(out), "--config", str(ROOT / "workflows/config/smoke.yaml")]
@@ -221,6 +226,7 @@ def test_same_inputs_same_bytes_and_the_cli(report, traces, tmp_path, capsys):
     assert [p.name for p in out.parent.iterdir()] == ["index.html"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_asv_results_are_linked_when_present(traces, tmp_path):
     asv = tmp_path / "repo" / ".asv" / "html" / "index.html"
     out = tmp_path / "repo" / "results" / "report" / "index.html"
@@ -291,6 +297,7 @@ def test_wang_claim_compares_traffic_across_workers_only(scaling_traces):
     assert wang.verdict == (claims.HELD if bytes_of["auxvar"] >= 10 * bytes_of["cons-prog"] else claims.FAILED)
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_named(traces, tmp_path, capsys):
     out = tmp_path / "r.html"
     missing = tmp_path / "nope.parquet"
@@ -437,6 +444,7 @@ def open_in_chromium(path: Path, tmp_path: Path) -> dict:
                          if e.get("method") == "Network.requestWillBeSent"]}
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(report, tmp_path):
     seen = open_in_chromium(report[0], tmp_path)
     page = seen["page"]
