@@ -172,11 +172,12 @@ _COUNTS_X = sp.csr_matrix(np.random.default_rng(0).integers(0, 4, size=(10, 6)).
     ("niw", {"mu0": [1e300, 0.0], "kappa0": 1.0, "nu0": 4.0, "psi0": np.eye(2)}, _X2, "mu0"),
     ("niw", {"mu0": [0.0, 0.0], "kappa0": 1.0, "nu0": 4.0, "psi0": np.diag([np.inf, 1.0])}, _X2, "psi0"),
     ("niw", {"mu0": [0.0, 0.0], "kappa0": 1.0, "nu0": 4.0, "psi0": np.eye(2)}, _X2 * 1e300, "1e+100"),
-    ("normal", {"sigma": 1e-160, "mu0": [0.0, 0.0], "sigma0": 1.0}, _X2, "sigma"),
+    ("normal", {"sigma": 1e-80, "mu0": [0.0, 0.0], "sigma0": 1.0}, _X2, "sigma"),
+    ("normal", {"sigma": 1e80, "mu0": [0.0, 0.0], "sigma0": 1.0}, _X2, "sigma"),
     ("normal", {"sigma": 1.0, "mu0": [0.0, 0.0], "sigma0": 1e200}, _X2, "sigma0"),
     ("normal", {"sigma": 1.0, "mu0": [0.0, 0.0], "sigma0": 1.0}, _X2 * 1e155, "1e+100"),
     # both in range, together past float64: the scorer raises instead of returning NaN
-    ("normal", {"sigma": 1e-150, "mu0": [0.0, 0.0], "sigma0": 1.0}, _X2 * 1e99, "not finite"),
+    ("normal", {"sigma": 1e-75, "mu0": [0.0, 0.0], "sigma0": 1.0}, _X2 * 1e99, "not finite"),
 ])
 def test_extreme_values_are_refused_with_the_limit_named(isolated, family, params, X, word):
     outcome = isolated.run("hostile_data:family_score", family, params, X)

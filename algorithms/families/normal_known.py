@@ -15,8 +15,9 @@ from .._numerics import LOG_2PI
 from ..constraints import Interval
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
 
-#: sigma and sigma0: their squares (the variances) and inverse squares stay normal doubles
-SCALE = Interval(Real, 1e-150, 1e150)
+#: sigma and sigma0: the variances and their squares (the marginal divides by var ** 2) stay
+#: finite doubles (at sigma = 1e150, var ** 2 overflowed: found by a property test)
+SCALE = Interval(Real, 1e-75, 1e75)
 
 
 class IsotropicStats(NamedTuple):
