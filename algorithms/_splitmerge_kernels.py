@@ -364,6 +364,7 @@ class SplitMergeGibbs(CollapsedGibbs):
         for _ in range(self.params["sweeps"]):
             state = super()._step(state)
         labels, rng, ctx = state.labels, state.rng, state.context
+        ctx.alpha = state.alpha  # the moves run at this step's alpha (learned or fixed)
         N = len(labels)
         counts = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
         next_label = int(labels.max()) + 1  # fresh ids within the step; compacted at its end

@@ -202,6 +202,10 @@ class AuxiliaryVariable(Sampler):
         state.info = {"n_clusters": K, **shards.take_stats()}
         return state
 
+    def _n_clusters(self, state):
+        # counted by the last local step (or the start), not gathered from the shards
+        return int(state.info["n_clusters"])
+
     def _step(self, state):
         P, shards = self.n_superclusters, state.shards
 
@@ -211,7 +215,7 @@ class AuxiliaryVariable(Sampler):
         moving = [r for rows in incoming for r in rows]
 
         # 2. local collapsed Gibbs on every worker, alpha / P
-        log_alpha = math.log(self.alpha / P)
+        log_alpha = math.log(state.alpha / P)
         sweeps = self.params["local_sweeps"]
         counts = shards.results([shards.submit(j, local_step, LocalStep(incoming[j], log_alpha, sweeps))
                                  for j in range(P)])

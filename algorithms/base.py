@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from .backends import Backend, SerialBackend
+from .concentration import GammaPrior, escobar_west
 from .constraints import RUN_DEFAULTS, Option, check_parameter, resolve_options
 from .families import Family
 from .families._base import check_labels
@@ -41,11 +42,16 @@ class Sampler(ABC):
     supports_backend: ClassVar[bool] = False
 
     def __init__(self, family: Family, alpha: float = RUN_DEFAULTS["alpha"],
-                 seed: int = RUN_DEFAULTS["seed"], backend=None, **options):
+                 seed: int = RUN_DEFAULTS["seed"], backend=None, alpha_prior=RUN_DEFAULTS["alpha_prior"],
+                 **options):
         if not isinstance(family, Family):
             raise TypeError(f"family must be an algorithms.families.Family instance, got {type(family).__name__}")
-        # The one check of alpha and seed (constraints.RUN_PARAMETERS): the kernels take them as they are.
+        # The one check of alpha, alpha_prior and seed (constraints.RUN_PARAMETERS): the kernels
+        # take them as they are.
         self.alpha = check_parameter("alpha", alpha)
+        prior = check_parameter("alpha_prior", alpha_prior)
+        #: Gamma prior of a learned alpha (docs/algorithms.md §0.7), or None: alpha fixed
+        self.alpha_prior = None if prior is None else GammaPrior(*prior)
         self.seed = check_parameter("seed", seed)
         self.family = family
         self.params = resolve_options(self.name, self.options, options)
@@ -86,7 +92,8 @@ class Sampler(ABC):
 
     def __repr__(self):
         opts = "".join(f", {k}={v!r}" for k, v in self.params.items())
-        return f"{self.name}(family={self.family!r}, alpha={self.alpha:g}, seed={self.seed}{opts})"
+        prior = "" if self.alpha_prior is None else f", alpha_prior={tuple(self.alpha_prior)!r}"
+        return f"{self.name}(family={self.family!r}, alpha={self.alpha:g}{prior}, seed={self.seed}{opts})"
 
     # ---- the public contract -------------------------------------------------------
     def init(self, X, init_clusters: int = RUN_DEFAULTS["init_clusters"], labels=None) -> State:
@@ -113,13 +120,34 @@ class Sampler(ABC):
             labels[rng.permutation(N)] = np.arange(N) % init_clusters
         else:
             labels = check_labels(labels, N).copy()
-        return self._init(X, labels, rng)
+        state = self._init(X, labels, rng)
+        state.alpha = self.alpha
+        return state
 
     def step(self, state: State) -> State:
-        """One iteration (one sweep plus its moves); returns the new state."""
+        """One iteration (one sweep plus its moves); returns the new state.
+
+        With an ``alpha_prior`` the step first redraws ``state.alpha`` given the state, then
+        runs the algorithm's moves at that value.
+        """
+        if self.alpha_prior is not None:
+            state.alpha = self._resample_alpha(state)
         state = self._step(state)
         state.iteration += 1
         return state
+
+    # ---- learned concentration (docs/algorithms.md §0.7) ------------------------------
+    def _resample_alpha(self, state: State) -> float:
+        """A draw of alpha from its conditional given ``state``: Escobar & West given the
+        number of clusters, exact wherever the rest of the state's law given the partition
+        does not involve alpha. Samplers whose state does override this."""
+        return escobar_west(state.alpha, self._n_clusters(state), self.family.n_points(state.X),
+                            self.alpha_prior, state.rng)
+
+    def _n_clusters(self, state: State) -> int:
+        """Occupied clusters of ``state`` (sharded samplers count them from the statistics
+        their master holds rather than gathering the labels)."""
+        return int(np.count_nonzero(np.bincount(state.labels)))
 
     # ---- what each algorithm implements --------------------------------------------
     @abstractmethod

@@ -277,7 +277,6 @@ class _Consolidation(Sampler):
     def __init__(self, family, **kwargs):
         super().__init__(family, **kwargs)
         self.model = family_model(family)
-        self.log_alpha = math.log(self.alpha)
 
     # ---- init ---------------------------------------------------------------------------
     def _init(self, X, labels, rng):
@@ -299,7 +298,7 @@ class _Consolidation(Sampler):
         remap = np.full(int(state.atoms.local[mine].max(initial=-1)) + 1, -1, dtype=np.int64)
         remap[state.atoms.local[mine]] = index[mine]
         M = state.shards.n_shards
-        log_alpha = self.log_alpha - (math.log(M) if state.cycles[w] == 0 else 0.0)
+        log_alpha = math.log(state.alpha) - (math.log(M) if state.cycles[w] == 0 else 0.0)
         return CyclePayload(self.family.rows_to_stats(sums), remap, log_alpha), _Sent(gids, remap)
 
     def _resolve(self, state, gid: int) -> int:
@@ -356,7 +355,7 @@ class _Consolidation(Sampler):
         for p in new:
             row = a.rows[p]
             logw = np.empty(len(gids) + 1)
-            ck.log_rho_to_rows(self.model, self.log_alpha, sums, L, row, ck.log_marginal_row(self.model, row),
+            ck.log_rho_to_rows(self.model, math.log(state.alpha), sums, L, row, ck.log_marginal_row(self.model, row),
                                logw[:-1])
             logw[-1] = 0.0  # a component of its own
             k = sample_log_weights(logw, len(logw), state.rng.random())
@@ -382,7 +381,7 @@ class _Consolidation(Sampler):
         for t, p in enumerate(new):
             lr = np.empty(G)
             row = a.rows[p]
-            ck.log_rho_to_rows(self.model, self.log_alpha, sums, L, row, ck.log_marginal_row(self.model, row), lr)
+            ck.log_rho_to_rows(self.model, math.log(state.alpha), sums, L, row, ck.log_marginal_row(self.model, row), lr)
             cost[t, :G] = -lr
         rows, cols = linear_sum_assignment(cost)
         merges = 0
@@ -408,7 +407,7 @@ class _Consolidation(Sampler):
         a = state.atoms
         gids, index, _ = a.groups()
         labels = index.copy()
-        G, merges, splits = ck.pooled_mcmc(self.model, self.log_alpha, a.rows, labels, len(gids), n_steps,
+        G, merges, splits = ck.pooled_mcmc(self.model, math.log(state.alpha), a.rows, labels, len(gids), n_steps,
                                            state.rng, ck.workspace(a.rows))
         if merges == 0 and splits == 0:
             return 0, 0
@@ -443,6 +442,10 @@ class _Consolidation(Sampler):
             pooled_merges, splits = self._pooled(state, self.params["mcmc_steps"])
             info.update(n_merges=merges + pooled_merges, n_splits=splits)
         return self._finish(state, info)
+
+    def _n_clusters(self, state):
+        # the global components the master holds (its last step's count), not the labels on the shards
+        return int(state.info["n_clusters"])
 
     def _finish(self, state, info):
         state.merged_into.clear()  # no cycle is in flight any more

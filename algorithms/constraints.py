@@ -123,6 +123,24 @@ class OneOf:
 
 
 @dataclass(frozen=True)
+class Pair:
+    """Two numbers, each in ``member``, e.g. a Gamma prior's ``(shape, rate)``; returned as a
+    tuple."""
+
+    member: Interval
+    names: tuple = ("first", "second")
+
+    def check(self, name: str, value: Any):
+        """Return ``value`` as a tuple of two checked numbers, else raise naming ``name``."""
+        if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or len(value) != 2:
+            raise TypeError(f"{name} must be a pair ({', '.join(self.names)}), got {value!r}")
+        return tuple(self.member.check(f"{name} {part}", v) for part, v in zip(self.names, value))
+
+    def __str__(self):
+        return f"a pair ({', '.join(self.names)}), each {self.member}"
+
+
+@dataclass(frozen=True)
 class Option:
     """A declared parameter: its default, its constraint and a one-line description.
 
@@ -132,7 +150,7 @@ class Option:
     """
 
     default: Any
-    constraint: Interval | OneOf | list
+    constraint: Interval | OneOf | Pair | list
     doc: str = ""
 
 
@@ -150,7 +168,11 @@ REQUIRED = _Required()
 #: default of these parameters (sampler and driver signatures, CLI flags, workflow config)
 #: is read from here.
 RUN_PARAMETERS = MappingProxyType({
-    "alpha": Option(1.0, Interval(Real, 0, None, closed="neither"), "DP concentration"),
+    "alpha": Option(1.0, Interval(Real, 0, None, closed="neither"),
+                    "DP concentration (the starting value when alpha_prior is given)"),
+    # bounded so that the prior is neither flat nor a point mass at float64 precision
+    "alpha_prior": Option(None, [Pair(Interval(Real, 1e-3, 1e3), ("shape", "rate")), None],
+                          "Gamma(shape, rate) prior on alpha, learned every step (None: alpha fixed)"),
     # A seed is stored in the traces' int64 seed column.
     "seed": Option(0, Interval(Integral, 0, 2**63 - 1), "seed of the chain"),
     "init_clusters": Option(1, Interval(Integral, 1, None, closed="left"),

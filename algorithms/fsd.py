@@ -12,8 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scipy.special import gammaln
+
 from ._numerics import log_dirichlet
 from .base import Sampler
+from .concentration import slice_log_alpha
 from .constraints import Interval, Option
 from .labelstep import sample_labels
 from .partitions import compact
@@ -40,11 +43,27 @@ class FiniteSymmetricDirichlet(Sampler):
             raise ValueError(f"the initial partition has {K} clusters, more than truncation = {L}")
         return FSDState(X, labels, rng)
 
+    def _resample_alpha(self, state):
+        """Under ``Dir(alpha/L, ...)`` the labels depend on alpha through
+        ``Gamma(alpha) / Gamma(alpha + N) prod_k Gamma(n_k + alpha/L) / Gamma(alpha/L)``, not the
+        DP's ``K`` and ``N`` alone: alpha is drawn from that conditional (the weights are
+        redrawn from the labels after it)."""
+        L = self.params["truncation"]
+        n = np.bincount(state.labels)
+        n = n[n > 0]
+        N = float(n.sum())
+
+        def log_lik(alpha):
+            a = alpha / L
+            return float(gammaln(alpha) - gammaln(alpha + N) + (gammaln(a + n) - gammaln(a)).sum())
+
+        return slice_log_alpha(state.alpha, log_lik, self.alpha_prior, state.rng)
+
     def _step(self, state):
         family, rng = self.family, state.rng
         L = self.params["truncation"]
         stats = family.stats(state.X, state.labels, L)
-        log_w = log_dirichlet(rng, self.alpha / L + stats.n)
+        log_w = log_dirichlet(rng, state.alpha / L + stats.n)
         params = family.sample_params(stats, rng)
         uniforms = rng.random(len(state.labels))
         labels = sample_labels(family, state.X, params, log_w, uniforms)

@@ -52,7 +52,7 @@ class CollapsedGibbs(Sampler):
             X, kdata, lpp, scanned = state.X, state.kdata, state.log_prior_pred, labels
         uniforms = rng.random(N)
         run_sweep(self.family, X, kdata, scanned, np.arange(N), uniforms,
-                  math.log(self.alpha), lpp, K + max(2, K // 4))
+                  math.log(state.alpha), lpp, K + max(2, K // 4))
         if self.params["scan"] == "random":
             labels[order] = scanned
         state.labels, K = compact(labels)

@@ -43,6 +43,7 @@ from . import _dispatch as dispatch
 from . import _search_kernels as sk
 from .base import Sampler
 from .collapsed import prior_predictive
+from .concentration import posterior_mode
 from .constraints import RUN_DEFAULTS, Interval, OneOf, Option, check_parameter
 from .partitions import canonical, cluster_sizes, compact, log_crp_prior
 from .state import State
@@ -384,6 +385,7 @@ def _push_ids(stack, counters, which, old, new):
 @dataclass
 class SearchState(State):
     done: bool = False  #: the search has run; later steps keep its result
+    searched_alpha: float = float("nan")  #: the alpha of the last search
 
 
 class BeamSearch(Sampler):
@@ -411,15 +413,23 @@ class BeamSearch(Sampler):
         # a start partition is accepted (contract) but the search does not use it
         return SearchState(X, compact(labels)[0], rng)
 
+    def _resample_alpha(self, state):
+        """An optimiser learns alpha by coordinate ascent: the mode of ``p(alpha | K, N)`` for
+        the last search's partition (the first search runs at the starting alpha), and the
+        search is run again while alpha moves."""
+        if not state.done:
+            return state.alpha
+        return posterior_mode(self._n_clusters(state), self.family.n_points(state.X), self.alpha_prior)
+
     def _step(self, state):
-        if state.done:
+        if state.done and state.alpha == state.searched_alpha:
             state.info = {"states_generated": 0, "predictive_evals": 0, "states_pushed": 0, "states_popped": 0, "queue_max": 0,
                           "search_time": 0.0, "n_clusters": int(state.labels.max()) + 1}
             return state
         p = self.params
-        result = map_search(state.X, self.family, self.alpha, heuristic=p["heuristic"], beam=p["beam"],
+        result = map_search(state.X, self.family, state.alpha, heuristic=p["heuristic"], beam=p["beam"],
                             order=p["order"], prior=p["prior"], rng=state.rng)
         state.labels = result.labels
         state.info = result.info()
-        state.done = True
+        state.done, state.searched_alpha = True, state.alpha
         return state

@@ -219,17 +219,17 @@ class SliceMapReduce(Sampler):
         return state
 
     def _step(self, state):
-        payload, n_new = self.reduce(state.shard_stats, state.rng)
+        payload, n_new = self.reduce(state.shard_stats, state.rng, state.alpha)
         state.shard_stats = state.shards.map(slice_map, payload)
         occupied = int((sum(np.asarray(s.n) for s in state.shard_stats) > 0).sum())
         state.info = {"n_components": len(payload.log_w), "n_new_components": n_new, "n_clusters": occupied,
                       **state.shards.take_stats()}
         return state
 
-    def reduce(self, shard_stats: list, rng: np.random.Generator) -> tuple[SlicePayload, int]:
-        """The master's half of an iteration (docs/algorithms.md §4.3): the payload of the next map and
-        the number of new components in it."""
-        family, alpha = self.family, self.alpha
+    def reduce(self, shard_stats: list, rng: np.random.Generator, alpha: float) -> tuple[SlicePayload, int]:
+        """The master's half of an iteration (docs/algorithms.md §4.3) at concentration ``alpha``:
+        the payload of the next map and the number of new components in it."""
+        family = self.family
         counts = np.stack([np.asarray(s.n) for s in shard_stats])  # (shards, K_prev)
         total = family.sum_stats(shard_stats)
         active = np.flatnonzero(total.n > 0)
@@ -257,3 +257,7 @@ class SliceMapReduce(Sampler):
         payload = SlicePayload(remap, np.ascontiguousarray(log_w[order]), take_params(params, order), log_u_star,
                                int(position[k_star]), m_star)
         return payload, n_new
+
+    def _n_clusters(self, state):
+        # from the shards' statistics held here, not the labels on the shards
+        return int((sum(np.asarray(s.n) for s in state.shard_stats) > 0).sum())

@@ -20,6 +20,8 @@ class State:
     rng : the generator every random choice of this chain comes from
     iteration : number of ``step`` calls so far
     info : diagnostics of the last step (not needed by the next one)
+    alpha : the DP concentration of the last step (the sampler's ``alpha``, or, when it learns
+        alpha, the value drawn at the start of that step)
     """
 
     X: Any
@@ -27,3 +29,4 @@ class State:
     rng: np.random.Generator
     iteration: int = 0
     info: dict = field(default_factory=dict)
+    alpha: float = float("nan")

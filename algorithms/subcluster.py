@@ -54,6 +54,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from ._numerics import log_dirichlet, mh_accept
+from .concentration import log_crp_alpha, slice_log_alpha
 from ._shard_maps import component_stats
 from ._subcluster_clusters import Clusters, ShardedClusters, subcluster_rows
 from ._subcluster_shards import LabelDraw, Resweep, decode_labels, draw_labels, resweep_labels
@@ -204,7 +205,7 @@ class SubClusters(Sampler):
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the labels
-        _, (log_pi, theta, log_spi, stheta) = self._draw_params(state.sub_stats, rng)
+        _, (log_pi, theta, log_spi, stheta) = self._draw_params(state.sub_stats, rng, state.alpha)
 
         # 2-3. restricted Gibbs for the labels (no cluster emptied), then the sub-labels
         groups = None
@@ -219,7 +220,7 @@ class SubClusters(Sampler):
         sub = fam.stats(X, 2 * z + zs, 2 * K)
         c = Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
                      principal=self.params["subcluster_init"] == "principal")
-        self._moves(c, rng, info)
+        self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters
         keep = np.flatnonzero(c.alive)
@@ -237,7 +238,7 @@ class SubClusters(Sampler):
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the statistics (as in-process)
-        st, draw = self._draw_params(state.sub_stats, rng)
+        st, draw = self._draw_params(state.sub_stats, rng, state.alpha)
 
         # 3. labels and sub-labels on the shards; statistics back
         sub = fam.sum_stats(shards.map(draw_labels, draw))
@@ -256,7 +257,7 @@ class SubClusters(Sampler):
         # 4-6. moves decided from the statistics; their edits reach the shards at sync
         principal = self.params["subcluster_init"] == "principal" and isinstance(state.X, np.ndarray)
         c = ShardedClusters(fam, shards, sub, state.history.copy(), state.splittable.copy(), principal=principal)
-        self._moves(c, rng, info)
+        self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters
         keep = np.flatnonzero(c.alive)
@@ -269,16 +270,35 @@ class SubClusters(Sampler):
         state.info = {**info, **shards.take_stats()}
         return state
 
+    # ---- learned concentration (docs/algorithms.md §0.7) ---------------------------------
+    def _n_clusters(self, state):
+        return len(state.splittable)
+
+    def _resample_alpha(self, state):
+        """The sub-labels depend on alpha too (sub-cluster weights ``Dir(alpha/2, alpha/2)``,
+        integrated out): alpha is drawn given the partition and the sub-partition."""
+        sizes = state.sub_stats.n.reshape(-1, 2)
+        n = sizes.sum(axis=1)
+        K, N = len(n), float(n.sum())
+
+        def log_lik(alpha):
+            half = alpha / 2.0
+            return float(log_crp_alpha(alpha, K, N) + K * (gammaln(alpha) - 2.0 * gammaln(half))
+                         + (gammaln(half + sizes).sum() - gammaln(alpha + n).sum()))
+
+        return slice_log_alpha(state.alpha, log_lik, self.alpha_prior, state.rng)
+
     # ---- pieces ----------------------------------------------------------------------
-    def _draw_params(self, sub, rng):
-        """Step 1 from the sub-cluster statistics ``sub``: the cluster statistics, and the
-        weights and parameters of the clusters and sub-clusters as a :class:`LabelDraw`."""
+    def _draw_params(self, sub, rng, alpha):
+        """Step 1 from the sub-cluster statistics ``sub`` at concentration ``alpha``: the cluster
+        statistics, and the weights and parameters of the clusters and sub-clusters as a
+        :class:`LabelDraw`."""
         fam = self.family
         K = len(sub.n) // 2
         st = fam.sum_pairs(sub)
         log_pi = log_dirichlet(rng, st.n)
         theta = fam.sample_params(st, rng)
-        log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + self.alpha / 2.0).ravel()
+        log_spi = log_dirichlet(rng, sub.n.reshape(K, 2) + alpha / 2.0).ravel()
         stheta = fam.sample_params(sub, rng)
         return st, LabelDraw(log_pi, theta, log_spi, stheta)
 
@@ -289,10 +309,9 @@ class SubClusters(Sampler):
         info["n_clusters"] = len(keep)
         info["n_splittable"] = int(state.splittable.sum())
 
-    def _moves(self, c, rng, info):
-        """Steps 4-6 on the clusters ``c`` (in-process or sharded: only statistics are read
-        here; what needs the points goes through ``c``)."""
-        alpha = self.alpha
+    def _moves(self, c, rng, info, alpha):
+        """Steps 4-6 on the clusters ``c`` at concentration ``alpha`` (in-process or sharded:
+        only statistics are read here; what needs the points goes through ``c``)."""
         K = c.K
         # 4. a cluster with an empty sub-cluster restarts
         for k in np.flatnonzero((c.sub.n.reshape(K, 2) == 0).any(axis=1)):
@@ -316,9 +335,9 @@ class SubClusters(Sampler):
 
         # 6. merges (and random splits)
         if self.params["merges"] == "random":
-            self._random_moves(c, rng, info)
+            self._random_moves(c, rng, info, alpha)
         elif self.params["merges"] == "pairwise":
-            self._pairwise_merges(c, rng, info)
+            self._pairwise_merges(c, rng, info, alpha)
 
     def _burnt_in(self, history):
         rule = self.params["burnin"]
@@ -333,13 +352,13 @@ class SubClusters(Sampler):
             # the window's (slightly inflated) average
             return finite.all(axis=1) & (history.sum(axis=1) / (W - 0.1) - history[:, -1] < 0.01)
 
-    def _random_moves(self, c, rng, info):
+    def _random_moves(self, c, rng, info, alpha):
         """Random Dirichlet-categorical splits and random merges with the thesis ratio and
         exact selection probabilities (docs/algorithms.md §5.5): a split picks a cluster with probability
         p/K, a merge a pair (within a super-cluster) with probability (1-p)/pairs; an
         unordered split has probability 2 q(labels). Each proposal is an exact MH move on
         the partition whatever happened earlier in the step."""
-        fam, alpha = self.family, self.alpha
+        fam = self.family
         p = self.params["random_split_prob"]
         for _ in range(self.params["random_moves"]):
             ids = np.flatnonzero(c.alive)
@@ -382,7 +401,7 @@ class SubClusters(Sampler):
         na, nb = st.n
         return na, nb, La, Lb, Lab
 
-    def _pairwise_merges(self, c, rng, info):
+    def _pairwise_merges(self, c, rng, info, alpha):
         """DPMMSubClusters merges: every pair of splittable clusters, in order, with the
         random-merge ratio and no selection terms (approximate: no paired reverse move)."""
         K = c.K
@@ -395,8 +414,8 @@ class SubClusters(Sampler):
                     continue
                 info["proposed_merges"] += 1
                 na, nb, La, Lb, Lab = self._merge_terms(c, a, b)
-                log_h_split = _split_log_ratio(self.alpha, na, nb, La, Lb, Lab)
-                if mh_accept(rng.random(), -log_h_split + _log_q_dircat(na, nb, self.alpha)):
+                log_h_split = _split_log_ratio(alpha, na, nb, La, Lb, Lab)
+                if mh_accept(rng.random(), -log_h_split + _log_q_dircat(na, nb, alpha)):
                     info["accepted_merges"] += 1
                     c.merge(a, b)
                     merged[a] = merged[b] = True

@@ -196,7 +196,7 @@ class SuperclusterGibbs(Sampler):
             local, K_j = compact(scanned[a:b]) if n else (scanned[a:b], 0)
             blocks.append(Block(X[a:b], local, lpp[a:b], uniforms[:, a:b], orders, K_j))
 
-        log_alpha = math.log(self.alpha / P)
+        log_alpha = math.log(state.alpha / P)
         busy = [j for j in range(P) if bounds[j + 1] > bounds[j]]
         if len(busy) > 1 and N >= THREADED_MIN_POINTS:
             with ThreadPoolExecutor(max_workers=len(busy)) as pool:

@@ -32,7 +32,7 @@ class SliceMRMapStep:
     def setup(self, dataset):
         ds = datasets.load(dataset)
         chain = common.chain("slice-mr", ds.X, ds.labels, ds.family)
-        self.payload, _ = chain.sampler.reduce(chain.state.shard_stats, chain.state.rng)
+        self.payload, _ = chain.sampler.reduce(chain.state.shard_stats, chain.state.rng, chain.state.alpha)
         self.shard = make_shard(0, 0, chain.state.X, chain.state.labels, shard_seeds(common.SEED, 1)[0],
                                 {"family": ds.family})
         run_on_shard(slice_map, self.shard, self.payload)  # JIT (or cache load) off the clock

@@ -69,7 +69,7 @@ def test_reduce_payload_is_consistent():
     for _ in range(200):
         # a component of the last map that is now empty must be dropped
         stats = [fam.stats(X[:3], [0, 0, 3], 4), fam.stats(X[3:], [1, 1, 3], 4)]
-        payload, n_new = s.reduce(stats, rng)
+        payload, n_new = s.reduce(stats, rng, s.alpha)
         K = 3 + n_new
         assert payload.remap[2] == -1 and len(set(payload.remap[[0, 1, 3]])) == 3
         assert len(payload.log_w) == K == payload.params.mu.shape[0]

@@ -84,7 +84,8 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
 
     Only the sampler's ``init`` and ``step`` calls are timed; scoring happens between them,
     off the clock, with the shared scorer of :mod:`reports.metrics`, under the sampler's
-    own ``family`` and ``alpha``.
+    own ``family`` and the state's ``alpha`` (the learned value when the sampler has an
+    ``alpha_prior``; it is recorded in the ``alpha`` column).
 
     Parameters
     ----------
@@ -140,7 +141,7 @@ def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_cl
                labels=None, dataset="", warmup=True, name=None, rows=None) -> pd.DataFrame:
     """:func:`run_chain` with its loop parameters in an already checked :class:`RunSpec`;
     the rows are appended to ``rows`` as they are recorded (what a failed run leaves)."""
-    family, alpha = sampler.family, sampler.alpha
+    family = sampler.family
     iterations, time_budget = spec.iterations, spec.time_budget
     X = family.validate(X)
     if truth is not None:
@@ -156,11 +157,13 @@ def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_cl
 
     def record(iteration, state, elapsed):
         z = state.labels
+        # scored at the step's own alpha (the learned value when alpha has a prior)
         row = dict(fixed, iteration=iteration, time_s=elapsed,
-                   log_joint=log_joint(X, z, family, alpha), n_clusters=n_clusters(z),
+                   log_joint=log_joint(X, z, family, state.alpha), n_clusters=n_clusters(z),
                    vi=vi(z, truth) if truth is not None else math.nan)
         info = state.info or {}
         row.update({key: int(info.get(key, 0)) for key in COMM_COLUMNS})
+        row["alpha"] = float(state.alpha)
         for key, value in info.items():
             if key not in row and _is_number(value):
                 row[key] = int(value) if isinstance(value, (bool, np.bool_)) else value

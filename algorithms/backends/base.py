@@ -382,12 +382,14 @@ class ShardedState(State):
     part of an iteration's time or traffic.
     """
 
-    def __init__(self, X, shards: ShardGroup, rng: np.random.Generator, iteration: int = 0, info=None):
+    def __init__(self, X, shards: ShardGroup, rng: np.random.Generator, iteration: int = 0, info=None,
+                 alpha: float = float("nan")):
         self.X = X
         self.shards = shards
         self.rng = rng
         self.iteration = iteration
         self.info = {} if info is None else info
+        self.alpha = alpha
 
     @property
     def labels(self) -> np.ndarray:
