@@ -5,10 +5,12 @@ Two tables use them:
 - every sampler declares its *options* once, as ``options = {name: Option(default,
   constraint, doc)}`` (checked by :func:`resolve_options`);
 - :data:`RUN_PARAMETERS` declares the parameters of a *run* (concentration, seed, initial
-  clusters, iterations, time budget, workers, threads) once, with their defaults. Every layer
-  reads its defaults from there, and each parameter is checked with :func:`check_parameter`
-  at the one boundary where a run is specified: ``alpha`` and ``seed`` when a sampler is
-  built, ``init_clusters`` when a chain starts, the others in the run driver.
+  clusters, iterations, time budget, workers, threads, the held-out split and the draws
+  scored on it) once, with their defaults. Every layer reads its defaults from there, and
+  each parameter is checked with :func:`check_parameter` at the one boundary where a run is
+  specified: ``alpha`` and ``seed`` when a sampler is built, ``init_clusters`` when a chain
+  starts, ``test_fraction`` and ``split_seed`` when a dataset is split
+  (``datasets.holdout``), the others in the run driver.
 
 A constraint is an :class:`Interval`, a :class:`OneOf`, ``None`` (the value None), or a list
 of these (any of them will do).
@@ -184,6 +186,12 @@ RUN_PARAMETERS = MappingProxyType({
                       "Dask workers: an embedded cluster's size and a sharded sampler's shards"),
     "threads": Option(1, Interval(Integral, 1, None, closed="left"),
                       "threads per embedded worker, for Dask and numba/BLAS"),
+    # at most half: the chain must still see most of the data
+    "test_fraction": Option(0.1, Interval(Real, 0, 0.5),
+                            "fraction of a dataset's points held out to score the predictive density"),
+    "split_seed": Option(0, Interval(Integral, 0, 2**63 - 1), "seed of the held-out split"),
+    "heldout_draws": Option(10, Interval(Integral, 1, None, closed="left"),
+                            "last states of a chain whose predictive densities are averaged"),
 })
 #: the defaults of :data:`RUN_PARAMETERS`, by name
 RUN_DEFAULTS = MappingProxyType({name: option.default for name, option in RUN_PARAMETERS.items()})

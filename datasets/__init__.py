@@ -21,13 +21,15 @@ dataset; ``registry.py`` maps names to them:
 
 Shared parts: ``formats.py`` (IDX, docword, lda-c parsers), ``preprocessing.py`` (PCA, subsets,
 vocabulary pruning), ``images.py`` and ``text.py`` (what image and text sets share),
-``store.py`` (a loaded dataset as an ``.npz`` without pickle). ``python -m dpmmbench.datasets fetch|preprocess``
+``store.py`` (a loaded dataset as an ``.npz`` without pickle), ``split.py`` (the seeded
+held-out split, :func:`holdout`). ``python -m dpmmbench.datasets fetch|preprocess``
 is what the workflow's data rules run.
 """
 from __future__ import annotations
 
 from .base import Dataset
 from .registry import REGISTRY, resolve
+from .split import holdout
 
 
 def available() -> list[str]:
@@ -109,4 +111,4 @@ def canonical_name(name: str) -> str:
     return resolve(name)[2]
 
 
-__all__ = ["available", "load", "describe", "canonical_name", "Dataset"]
+__all__ = ["available", "load", "describe", "canonical_name", "holdout", "Dataset"]

@@ -1,6 +1,7 @@
 """The datasets package: names, parameters, determinism, shapes and metadata."""
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import time
@@ -258,3 +259,54 @@ def test_bad_fetched_dataset_names(name, culprit, listed):
     with pytest.raises(ValueError) as info:
         datasets.describe(name)
     assert culprit in str(info.value) and listed in str(info.value)
+
+
+# ---- the held-out split ------------------------------------------------------------------
+@pytest.mark.parametrize("name", SMALL)
+def test_holdout_is_disjoint_covering_and_keeps_format_family_and_labels(loaded, name):
+    ds = loaded[name]
+    n = ds.X.shape[0]
+    train, test = datasets.holdout(ds, 0.2, seed=7)
+    rows_train, rows_test = datasets.split.holdout_indices(n, 0.2, 7)
+    assert test.X.shape[0] == round(0.2 * n) == rows_test.size
+    assert np.intersect1d(rows_train, rows_test).size == 0
+    assert np.array_equal(np.sort(np.concatenate([rows_train, rows_test])), np.arange(n))
+    for part, rows in ((train, rows_train), (test, rows_test)):
+        assert part.family is ds.family
+        assert sp.issparse(part.X) == sp.issparse(ds.X) and (not sp.issparse(part.X) or part.X.format == "csr")
+        assert same_matrix(part.X, ds.X[rows])
+        assert np.array_equal(part.labels, ds.labels[rows])
+        assert part.meta == dict(ds.meta, n=rows.size)
+        part.family.validate(part.X)
+
+
+def test_holdout_depends_only_on_the_data_size_fraction_and_seed(loaded):
+    ds = loaded["synth-chang2013?n=500&seed=1"]
+    again = datasets.load("synth-chang2013?n=500&seed=1")
+    first, second = datasets.holdout(ds, 0.1, 3), datasets.holdout(again, 0.1, 3)
+    assert all(same_matrix(a.X, b.X) for a, b in zip(first, second))
+    other = datasets.holdout(ds, 0.1, 4)[1]
+    assert not same_matrix(first[1].X, other.X)
+    # one seed's larger test set contains its smaller one (a prefix of one permutation)
+    small, large = (datasets.split.holdout_indices(500, f, 3)[1] for f in (0.1, 0.3))
+    assert np.isin(small, large).all()
+
+
+def test_holdout_of_nothing_is_none_and_the_dataset_itself(loaded):
+    ds = loaded["synth-chang2013?n=500&seed=1"]
+    assert datasets.holdout(ds, 0.0, 0) == (ds, None)
+    tiny = datasets.load("synth-chang2013?n=10")
+    assert datasets.holdout(tiny, 0.01, 0) == (tiny, None)  # round(0.1) = 0 points
+
+
+@pytest.mark.parametrize("fraction, seed, message", [
+    (0.6, 0, "test_fraction must be in [0, 0.5], got 0.6"),
+    (-0.1, 0, "test_fraction must be in [0, 0.5]"),
+    (float("nan"), 0, "test_fraction must be a finite number"),
+    ("0.1", 0, "test_fraction must be a number"),
+    (0.1, -1, "split_seed must be in"),
+    (0.1, 1.5, "split_seed must be an integer"),
+])
+def test_holdout_refuses_a_bad_fraction_or_seed(loaded, fraction, seed, message):
+    with pytest.raises((TypeError, ValueError), match=re.escape(message)):
+        datasets.holdout(loaded["digits"], fraction, seed)
