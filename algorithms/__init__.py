@@ -68,5 +68,12 @@ def make(name: str, family, **kwargs) -> Sampler:
     return get(name)(family, **kwargs)
 
 
-__all__ = ["available", "get", "make", "Sampler", "State",
+__all__ = ["available", "get", "make", "Sampler", "State", "DPMM",
            "NormalInverseWishart", "NormalKnownCovariance", "DirichletMultinomial"]
+
+
+def __getattr__(name):
+    # the estimator imports scikit-learn (and this registry): loaded on first use
+    if name == "DPMM":
+        return importlib.import_module(f"{__name__}.estimator").DPMM
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -113,8 +113,29 @@ def dask_iterations(repeat):
     return rows
 
 
+def predictive_and_alpha(repeat):
+    """The alpha update and the predictive density of N new points beside the label step of
+    the same (N, D, K) (``benchmarks/bench_predictive.py``), each relative to that step."""
+    from benchmarks import bench_predictive
+
+    shape = bench_predictive.SHAPE
+    label = common.label_step(*shape)
+    t_label = common.best_of(label.run, repeat)
+    rows = [dict(benchmark="label step (given parameters)", problem=_shape(*shape), seconds=t_label,
+                 rate=common.gflops(label.flops, t_label), rate_unit="GFLOP/s (nominal 2ND²K)")]
+    del label
+    builders = [(f"predictive density of {shape[0] // 1000}k new points", bench_predictive.predictive, ())]
+    builders += [(f"alpha update, {name} ({how})", bench_predictive.alpha_update, (name,))
+                 for name, how in (("gibbs", "Escobar-West"), ("subc", "slice sampler"))]
+    for benchmark, build, args in builders:  # one problem in memory at a time
+        t = common.best_of(build(*args, *shape).run, repeat)
+        rows.append(dict(benchmark=benchmark, problem=_shape(*shape), seconds=t, rate=t / t_label,
+                         rate_unit="x the label step"))
+    return rows
+
+
 #: functions returning table rows; each builds its own problem so rows stay independent
-ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps, dask_iterations)
+ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps, dask_iterations, predictive_and_alpha)
 
 
 def machine_info() -> dict:

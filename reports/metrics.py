@@ -3,31 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpmmbench.algorithms.constraints import check_parameter
-from dpmmbench.algorithms.families._base import check_finite_score
-from dpmmbench.algorithms.partitions import compact, log_crp_prior
+# computed in the algorithms layer, so that the estimator there shares this one implementation
+from dpmmbench.algorithms.joint import log_joint
+from dpmmbench.algorithms.partitions import compact
 
-
-def log_joint(X, labels, family, alpha: float) -> float:
-    """log p(x, z) = log CRP prior of the partition + sum over clusters of log m(x_C) (docs/algorithms.md §0.3).
-
-    This is "the log-likelihood" of every figure. Conventions are the family's (e.g. the
-    Dirichlet-multinomial excludes multinomial coefficients).
-
-    Raises
-    ------
-    ValueError
-        Invalid ``X``, labels or ``alpha``, or a log joint that is not a finite number (data,
-        hyperparameters and ``alpha`` together past the range of float64): never NaN.
-    """
-    alpha = check_parameter("alpha", alpha)
-    X = family.validate(X)
-    z, K = compact(labels)
-    if len(z) != family.n_points(X):
-        raise ValueError(f"labels have {len(z)} entries but X has {family.n_points(X)} points")
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the result is checked instead
-        value = log_crp_prior(z, alpha) + float(family.log_marginal_stats(family.stats(X, z, K)).sum())
-    return check_finite_score(value, f"log joint under {family!r} with alpha={alpha:g}")
+__all__ = ["log_joint", "vi", "nmi", "ari", "n_clusters"]
 
 
 def _contingency(a, b):
