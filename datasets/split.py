@@ -9,11 +9,18 @@ from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
 from .base import Dataset
 
 
+def heldout_count(n_points: int, fraction: float) -> int:
+    """Number of points a split holds out of ``n_points``: ``round(fraction * n_points)``
+    (at most half, for ``fraction`` in [0, 0.5], so at least one point is left to train on
+    when there are any)."""
+    return round(fraction * n_points)
+
+
 def holdout_indices(n_points: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the train and test points of a seeded split of ``n_points`` items.
 
-    The test part is the first ``round(fraction * n_points)`` entries of one seeded
-    permutation, so for one seed a larger fraction holds out a superset of a smaller one.
+    The test part is the first :func:`heldout_count` entries of one seeded permutation, so
+    for one seed a larger fraction holds out a superset of a smaller one.
 
     Parameters
     ----------
@@ -30,7 +37,7 @@ def holdout_indices(n_points: int, fraction: float, seed: int) -> tuple[np.ndarr
         Disjoint int64 indices in increasing order (file order is kept) that together cover
         ``range(n_points)``; ``test`` may be empty.
     """
-    n_test = round(fraction * n_points)
+    n_test = heldout_count(n_points, fraction)
     order = np.random.default_rng(np.random.SeedSequence(seed)).permutation(n_points)
     in_test = np.zeros(n_points, dtype=bool)
     in_test[order[:n_test]] = True
@@ -51,7 +58,7 @@ def holdout(ds: Dataset, fraction: float = RUN_DEFAULTS["test_fraction"],
         A loaded dataset.
     fraction : float
         Fraction of the points held out, in [0, 0.5] (the run parameter ``test_fraction``);
-        the number held out is ``round(fraction * N)``.
+        the number held out is :func:`heldout_count` ``(N, fraction)``.
     seed : int
         Seed of the split (the run parameter ``split_seed``, >= 0).
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmmbench import algorithms
+from dpmmbench import algorithms, datasets
 from dpmmbench.algorithms.families import NormalKnownCovariance
 from dpmmbench.reports.traces import TRACE_COLUMNS, read_trace, remove_stale_temporaries, write_trace
 from dpmmbench.workflows import cluster, driver
@@ -181,6 +181,45 @@ def test_run_records_provenance():
     json.dumps(meta)
 
 
+@pytest.mark.parametrize("name, alpha_prior", [("synth-chang2013?n=200", (2.0, 1.0)),
+                                               ("synth-multinomial?n=60&vocab=20", None)])
+def test_run_scores_its_heldout_split(name, alpha_prior):
+    """The run trains on the split's training part and scores the test part under its final
+    state: the same number as the predictive density recomputed from the same chain here."""
+    from dpmmbench.algorithms.predictive import log_predictive_density
+
+    trace, meta = driver.run("gibbs", name, 4, seed=3, alpha_prior=alpha_prior, test_fraction=0.2,
+                             split_seed=5, heldout_draws=1)
+    data = datasets.load(name)
+    train, test = datasets.holdout(data, 0.2, 5)
+    sampler = algorithms.make("gibbs", family=data.family, seed=3, alpha_prior=alpha_prior)
+    state = sampler.init(train.X)
+    for _ in range(4):
+        state = sampler.step(state)
+    assert trace["alpha"].iloc[-1] == state.alpha and (alpha_prior is None) == (state.alpha == 1.0)
+    expected = log_predictive_density(data.family, train.X, state.labels, state.alpha, test.X).mean()
+    assert np.isfinite(meta["heldout_lpd"]) and meta["heldout_lpd"] == pytest.approx(expected, rel=1e-12)
+    assert meta["heldout_points"] == test.X.shape[0] == 0.2 * data.X.shape[0]
+    assert meta["n_points"] == train.X.shape[0] and meta["heldout_draws"] == 1
+    assert meta["alpha_prior"] == (None if alpha_prior is None else list(alpha_prior))
+    assert (meta["test_fraction"], meta["split_seed"]) == (0.2, 5)
+    assert (trace["dataset"] == data.name).all()
+    json.dumps(meta)
+
+
+def test_heldout_draws_are_the_last_states_and_nothing_held_out_scores_nothing():
+    name = "synth-chang2013?n=200"
+    _, several = driver.run("gibbs", name, 4, seed=3, heldout_draws=10)
+    assert several["heldout_draws"] == 4  # the chain's steps, when fewer than asked
+    _, none = driver.run("gibbs", name, 0, seed=3, heldout_draws=10)
+    assert none["heldout_draws"] == 1 and np.isfinite(none["heldout_lpd"])  # the initial state
+    trace, nothing = driver.run("gibbs", name, 2, seed=3, test_fraction=0)
+    assert nothing["heldout_lpd"] is None and nothing["heldout_points"] == 0 and nothing["n_points"] == 200
+    local = run_chain(algorithms.make("gibbs", family=datasets.load(name).family, seed=3),
+                      datasets.load(name).X, 2)
+    pd.testing.assert_frame_equal(trace[["log_joint", "n_clusters"]], local[["log_joint", "n_clusters"]])
+
+
 def test_unreachable_scheduler_fails_fast(monkeypatch):
     monkeypatch.setattr(cluster, "SCHEDULER_TIMEOUT", 1.0)
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", UNREACHABLE)
@@ -241,6 +280,15 @@ BASE = ["run", "--dataset", "synth-chang2013?n=100", "--iterations", "2", "--see
     (["--algorithm", "gibbs", "--init-clusters", "0"], "init_clusters", 2),
     (["--algorithm", "gibbs", "--init-clusters", "101"], "init_clusters", 2),
     (["--algorithm", "gibbs", "--alpha", "-1"], "alpha", 2),
+    (["--algorithm", "gibbs", "--alpha-prior", "1", "0"], "alpha_prior rate must be in", 2),
+    (["--algorithm", "gibbs", "--alpha-prior", "nan", "1"], "alpha_prior shape must be a finite number", 2),
+    (["--algorithm", "gibbs", "--alpha-prior", "1"], "--alpha-prior: expected 2 arguments", 2),
+    (["--algorithm", "gibbs", "--alpha-prior", "1", "x"], "--alpha-prior", 2),
+    (["--algorithm", "gibbs", "--test-fraction", "0.6"], "test_fraction must be in [0, 0.5], got 0.6", 2),
+    (["--algorithm", "gibbs", "--test-fraction", "-0.1"], "test_fraction", 2),
+    (["--algorithm", "gibbs", "--split-seed", "-1"], "split_seed", 2),
+    (["--algorithm", "gibbs", "--heldout-draws", "0"], "heldout_draws must be >= 1", 2),
+    (["--algorithm", "gibbs", "--init-clusters", "91"], "N = 90 (the training points)", 2),
     (["--algorithm", "gibbs", "--dataset", "no-such-data"], "no-such-data", 3),
     (["--algorithm", "gibbs", "--iterations", "x"], "--iterations", 2),
     (["--algorithm", "gibbs", "--scheduler", "not-an-address"], "not-an-address", 2),
@@ -394,7 +442,6 @@ def test_read_trace_refuses_a_mismatched_pair(tmp_path):
 
 
 def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
-    from dpmmbench import datasets
     from dpmmbench.datasets.store import save
 
     name = "synth-multinomial?n=40&vocab=12"
@@ -402,8 +449,9 @@ def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
     path = tmp_path / "data.npz"
     save(data, path)
     trace, meta = driver.run("gibbs", name, 3, seed=1, data_file=path)
-    local = run_chain(algorithms.make("gibbs", family=data.family, seed=1), data.X, 3,
-                      truth=data.labels, dataset=data.name)
+    train, _ = datasets.holdout(data)  # the chain runs on the training part of the default split
+    local = run_chain(algorithms.make("gibbs", family=data.family, seed=1), train.X, 3,
+                      truth=train.labels, dataset=data.name)
     cols = ["dataset", "iteration", "log_joint", "n_clusters", "vi"]
     pd.testing.assert_frame_equal(trace[cols], local[cols])
     assert meta["data_file"] == str(path) and meta["dataset"] == data.name

@@ -147,7 +147,7 @@ def test_serial_run_is_one_task_in_a_worker_and_startup_is_off_the_clock(monkeyp
         return real_local_cluster(*args, **kwargs)
 
     monkeypatch.setattr(cluster, "_local_cluster", slow_local_cluster)
-    trace, meta = driver.run("gibbs", "synth-chang2013?n=300", 4, seed=4, name="gibbs-on-dask")
+    trace, meta = driver.run("gibbs", "synth-chang2013?n=300", 4, seed=4, name="gibbs-on-dask", test_fraction=0)
 
     worker = meta["worker"]
     assert worker["pid"] != os.getpid() and worker["address"].startswith("tcp://127.0.0.1:")

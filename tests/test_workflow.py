@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from dpmmbench import algorithms
-from dpmmbench.algorithms.constraints import RUN_PARAMETERS, check_parameter
+from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Pair, check_parameter
 from dpmmbench.reports.traces import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +114,10 @@ def test_smoke_config_end_to_end(smoke_run):
     ({"variants": {"gibbs": {"algorithm": "search"}}}, "'gibbs' is a registry algorithm"),
     ({"options": {"fsd": {"truncaton": 5}}}, "truncaton"),
     ({"datasets": {"x": "synth-chang2013?m=3"}}, "unknown parameter 'm'"),
+    ({"alpha_prior": [1.0, 0.0]}, "alpha_prior"),
+    ({"variants": {"g": {"algorithm": "gibbs", "alpha_prior": [1.0]}}}, "alpha_prior"),
+    ({"test_fraction": 0.6}, "test_fraction"),
+    ({"heldout_draws": 0}, "heldout_draws"),
 ])
 def test_bad_config_stops_before_any_job(tmp_path, edit, message):
     config = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
@@ -134,32 +138,42 @@ def test_config_schema_agrees_with_the_run_parameters():
     props = schema["properties"]
     variant = props["variants"]["additionalProperties"]["properties"]
     dask = props["dask"]["properties"]
+    prior = schema["$defs"]["alpha_prior"]
+    assert props["alpha_prior"] == variant["alpha_prior"] == {"$ref": "#/$defs/alpha_prior"}
+    (pair,) = [form for form in prior["oneOf"] if form["type"] == "array"]
+    assert pair["minItems"] == pair["maxItems"] == 2 and {"type": "null"} in prior["oneOf"]
     nodes = {
         "seed": [props["seeds"]["items"]],
         "iterations": [props["iterations"], variant["iterations"]],
         "time_budget": [props["time_budget"], variant["time_budget"]],
-        "alpha": [props["alpha"]],
+        "alpha": [props["alpha"], variant["alpha"]],
+        "alpha_prior": [pair["items"]],
         "init_clusters": [props["init_clusters"]],
         "workers": [form.get("items", form) for form in dask["workers"]["oneOf"]],
         "threads": [dask["threads"]],
+        "test_fraction": [props["test_fraction"]],
+        "split_seed": [props["split_seed"]],
+        "heldout_draws": [props["heldout_draws"]],
     }
     assert set(nodes) == set(RUN_PARAMETERS)
-    assert "default" not in dask["workers"]
+    assert "default" not in dask["workers"] and "default" not in prior
     for name, found in nodes.items():
         constraint = RUN_PARAMETERS[name].constraint
         (interval,) = [c for c in (constraint if isinstance(constraint, list) else [constraint]) if c is not None]
+        of_pairs = isinstance(interval, Pair)  # the node is each member's, e.g. alpha_prior's shape and rate
+        interval = interval.member if of_pairs else interval
         for node in found:
             assert "default" not in node, name
             assert node["type"] == ("integer" if issubclass(interval.type, Integral) else "number"), name
             if "minimum" in node:
-                check_parameter(name, node["minimum"])  # the schema's least value is valid
+                check_parameter(name, (node["minimum"],) * 2 if of_pairs else node["minimum"])  # the least is valid
             elif "exclusiveMinimum" in node:
                 assert interval.left is None or node["exclusiveMinimum"] >= interval.left, name
             else:
                 assert interval.left is None, f"{name}: the schema has no lower bound"
             assert "exclusiveMaximum" not in node, name
             if "maximum" in node:
-                check_parameter(name, node["maximum"])  # the schema's greatest value is valid
+                check_parameter(name, (node["maximum"],) * 2 if of_pairs else node["maximum"])  # the greatest is valid
             else:
                 assert interval.right is None, f"{name}: the schema has no upper bound"
 

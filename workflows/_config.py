@@ -14,6 +14,7 @@ from numbers import Integral
 
 from dpmmbench import datasets
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Interval, check_value
+from dpmmbench.datasets.split import heldout_count
 
 
 def check_run_parameter(where: str, name: str, value):
@@ -55,13 +56,14 @@ def check_values(config: dict) -> None:
     TypeError, ValueError
         The first bad value; the message names its config key and the problem.
     """
-    for key in ("alpha", "init_clusters", "iterations", "time_budget"):
+    for key in ("alpha", "alpha_prior", "init_clusters", "iterations", "time_budget", "test_fraction",
+                "split_seed", "heldout_draws"):
         if key in config:
             check_run_parameter(key, key, config[key])
     for i, seed in enumerate(config.get("seeds", [])):
         check_run_parameter(f"seeds[{i}]", "seed", seed)
     for name, variant in (config.get("variants") or {}).items():
-        for key in ("iterations", "time_budget"):
+        for key in ("iterations", "time_budget", "alpha", "alpha_prior"):
             if key in variant:
                 check_run_parameter(f"variants: {name}: {key}", key, variant[key])
     dask = config.get("dask") or {}
@@ -71,6 +73,7 @@ def check_values(config: dict) -> None:
     if "threads" in dask:
         check_run_parameter("dask: threads", "threads", dask["threads"])
     init_clusters = config.get("init_clusters", RUN_PARAMETERS["init_clusters"].default)
+    test_fraction = config.get("test_fraction", RUN_PARAMETERS["test_fraction"].default)
     for key, name in config.get("datasets", {}).items():
         try:
             # parses the name (bounded sizes, known parameters); loads and downloads nothing
@@ -79,7 +82,8 @@ def check_values(config: dict) -> None:
             raise ValueError(f"config 'datasets': {key}: {exc}") from None
         # A text corpus's size is an upper bound (documents left empty are dropped when it
         # loads): a larger init_clusters is surely too large, a smaller one is checked by
-        # the run itself (Sampler.init).
-        if isinstance(n, Integral) and init_clusters > n:
-            raise ValueError(f"config 'init_clusters' = {init_clusters} exceeds the size of dataset {key!r} "
-                             f"({name}: {n} points); use at most {n}")
+        # the run itself (Sampler.init). The chains see the training part of the split.
+        if isinstance(n, Integral) and init_clusters > (n_train := n - heldout_count(n, test_fraction)):
+            raise ValueError(f"config 'init_clusters' = {init_clusters} exceeds the training points of dataset "
+                             f"{key!r} ({name}: {n} points, {n_train} after holding out test_fraction = "
+                             f"{test_fraction}); use at most {n_train}")

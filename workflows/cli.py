@@ -4,8 +4,9 @@
 
     dpmmbench run --algorithm gibbs --dataset "synth-chang2013?n=2000" --iterations 100 \\
                   --seed 0 --out results/traces/gibbs.parquet [--workers W] [--threads T] [--scheduler ADDR]
-                  [--time-budget S] [--alpha A] [--init-clusters K] [--option key=value ...] [--name NAME]
-                  [--data-file PREPROCESSED.npz]
+                  [--time-budget S] [--alpha A] [--alpha-prior SHAPE RATE] [--init-clusters K]
+                  [--option key=value ...] [--name NAME] [--data-file PREPROCESSED.npz]
+                  [--test-fraction F] [--split-seed S] [--heldout-draws D]
     dpmmbench summarize TRACE... --out summary.csv
     dpmmbench report TRACE... --out results/report/index.html [--config CONFIG.yaml]
     dpmmbench list
@@ -121,7 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--time-budget", type=float, default=default["time_budget"], metavar="SECONDS",
                      help="stop once the cumulative sampler time exceeds this (default: no limit)")
     run.add_argument("--alpha", type=float, default=default["alpha"], metavar="A",
-                     help="DP concentration (default %(default)s)")
+                     help="DP concentration, the starting value when it is learned (default %(default)s)")
+    run.add_argument("--alpha-prior", type=float, nargs=2, default=default["alpha_prior"], metavar=("SHAPE", "RATE"),
+                     help="learn alpha under a Gamma(SHAPE, RATE) prior (rate parameterisation), resampled "
+                          "every step (default: alpha fixed)")
+    run.add_argument("--test-fraction", type=float, default=default["test_fraction"], metavar="F",
+                     help="fraction of the points held out to score the posterior predictive density, "
+                          "in [0, 0.5] (default %(default)s)")
+    run.add_argument("--split-seed", type=int, default=default["split_seed"], metavar="S",
+                     help="seed of the held-out split (default %(default)s)")
+    run.add_argument("--heldout-draws", type=int, default=default["heldout_draws"], metavar="D",
+                     help="last states of the chain whose predictive densities are averaged "
+                          "(default %(default)s)")
     run.add_argument("--init-clusters", type=int, default=default["init_clusters"], metavar="K",
                      help="initial clusters (default %(default)s)")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -176,14 +188,17 @@ def _cmd_run(args) -> int:
                                  workers=args.workers, scheduler=args.scheduler, time_budget=args.time_budget,
                                  alpha=args.alpha, init_clusters=args.init_clusters, options=options,
                                  progress=progress, warmup=args.warmup, threads=args.threads, name=args.name,
-                                 data_file=args.data_file, out=out)
+                                 data_file=args.data_file, out=out, alpha_prior=args.alpha_prior,
+                                 test_fraction=args.test_fraction, split_seed=args.split_seed,
+                                 heldout_draws=args.heldout_draws)
     meta["command"] = ["dpmmbench", *args.argv]
     # Every option was checked: temporaries a killed run left next to --out can go.
     remove_stale_temporaries(out)
     _write(out, lambda: write_trace(trace, out, meta))
     last = trace.iloc[-1]
+    heldout = "" if meta["heldout_lpd"] is None else f", held-out log predictive {meta['heldout_lpd']:.6g} per point"
     print(f"{out}: {meta['algorithm']} on {meta['dataset']}, {meta['iterations']} iterations in "
-          f"{last['time_s']:.3g} s, {last['n_clusters']} clusters, log joint {last['log_joint']:.6g}")
+          f"{last['time_s']:.3g} s, {last['n_clusters']} clusters, log joint {last['log_joint']:.6g}{heldout}")
     return 0
 
 

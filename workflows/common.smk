@@ -44,7 +44,7 @@ def variants():
 def run_spec(name):
     """What the run called ``name`` (a registry name or a variant) is: its registry
     algorithm, options (the algorithm's ``options`` entry, then the variant's), datasets,
-    iterations and time budget."""
+    iterations, time budget, alpha and alpha prior (the variant's, else the config's)."""
     variant = variants().get(name, {})
     algorithm = variant.get("algorithm", name)
     return {
@@ -53,6 +53,8 @@ def run_spec(name):
         "datasets": variant.get("datasets", list(config["datasets"])),
         "iterations": variant.get("iterations", config["iterations"]),
         "time_budget": variant.get("time_budget", config.get("time_budget")),
+        "alpha": variant.get("alpha", config.get("alpha", RUN_DEFAULTS["alpha"])),
+        "alpha_prior": variant.get("alpha_prior", config.get("alpha_prior", RUN_DEFAULTS["alpha_prior"])),
     }
 
 
@@ -95,9 +97,13 @@ def run_args(wildcards, input):
     spec = run_spec(wildcards.algorithm)
     dask = config.get("dask", {})
     args = ["--algorithm", spec["algorithm"], "--dataset", config["datasets"][wildcards.dataset],
-            "--iterations", spec["iterations"], "--alpha", config.get("alpha", RUN_DEFAULTS["alpha"]),
+            "--iterations", spec["iterations"], "--alpha", spec["alpha"],
             "--init-clusters", config.get("init_clusters", RUN_DEFAULTS["init_clusters"]),
             "--threads", dask.get("threads", RUN_DEFAULTS["threads"])]
+    for key in ("test_fraction", "split_seed", "heldout_draws"):
+        args += ["--" + key.replace("_", "-"), config.get(key, RUN_DEFAULTS[key])]
+    if spec["alpha_prior"] is not None:
+        args += ["--alpha-prior", *spec["alpha_prior"]]
     if spec["time_budget"] is not None:
         args += ["--time-budget", spec["time_budget"]]
     if wildcards.algorithm != spec["algorithm"]:

@@ -24,6 +24,7 @@ import sys
 import time
 import zipfile
 import zlib
+from collections import deque
 from copy import deepcopy
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
@@ -34,6 +35,7 @@ import pandas as pd
 
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
+from dpmmbench.algorithms.predictive import mean_log_predictive_density
 from dpmmbench.reports.metrics import log_joint, n_clusters, vi
 from dpmmbench.reports.traces import COMM_COLUMNS, trace_frame
 
@@ -59,6 +61,8 @@ class RunSpec:
         Number of Dask workers (>= 1).
     threads : int
         Threads per embedded Dask worker (>= 1).
+    heldout_draws : int
+        Number of last states of the chain kept to score the held-out data (>= 1).
 
     Raises
     ------
@@ -70,6 +74,7 @@ class RunSpec:
     time_budget: float | None = RUN_DEFAULTS["time_budget"]
     workers: int = RUN_DEFAULTS["workers"]
     threads: int = RUN_DEFAULTS["threads"]
+    heldout_draws: int = RUN_DEFAULTS["heldout_draws"]
 
     def __post_init__(self):
         for field in fields(self):
@@ -138,9 +143,11 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
 
 
 def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_clusters"], progress=False,
-               labels=None, dataset="", warmup=True, name=None, rows=None) -> pd.DataFrame:
+               labels=None, dataset="", warmup=True, name=None, rows=None, draws=None) -> pd.DataFrame:
     """:func:`run_chain` with its loop parameters in an already checked :class:`RunSpec`;
-    the rows are appended to ``rows`` as they are recorded (what a failed run leaves)."""
+    the rows are appended to ``rows`` as they are recorded (what a failed run leaves), and
+    copies of each state's ``(labels, alpha)`` to ``draws`` (a ``deque`` whose ``maxlen`` keeps
+    the last few), the initial state only while no step has run."""
     family = sampler.family
     iterations, time_budget = spec.iterations, spec.time_budget
     X = family.validate(X)
@@ -168,6 +175,11 @@ def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_cl
             if key not in row and _is_number(value):
                 row[key] = int(value) if isinstance(value, (bool, np.bool_)) else value
         rows.append(row)
+        if draws is not None:
+            if iteration == 1:
+                draws.clear()  # the initial state is no draw of the chain once a step ran
+            # a copy: a sampler may update its state's arrays in place
+            draws.append((np.array(z, dtype=np.int64, copy=True), row["alpha"]))
         return row
 
     from tqdm.auto import tqdm
@@ -231,8 +243,16 @@ def warm_up(sampler, X, init_clusters=RUN_DEFAULTS["init_clusters"], n_points=20
 def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_DEFAULTS["workers"], scheduler=None,
         time_budget=RUN_DEFAULTS["time_budget"], alpha=RUN_DEFAULTS["alpha"],
         init_clusters=RUN_DEFAULTS["init_clusters"], options=None, progress=False, warmup=True,
-        threads=RUN_DEFAULTS["threads"], name=None, data_file=None, out=None):
+        threads=RUN_DEFAULTS["threads"], name=None, data_file=None, out=None,
+        alpha_prior=RUN_DEFAULTS["alpha_prior"], test_fraction=RUN_DEFAULTS["test_fraction"],
+        split_seed=RUN_DEFAULTS["split_seed"], heldout_draws=RUN_DEFAULTS["heldout_draws"]):
     """Run ``algorithm`` on the registered ``dataset`` on Dask; return its trace and provenance.
+
+    The chain runs on the training part of a seeded held-out split of the dataset
+    (:func:`datasets.holdout`: the same split for every run with one ``test_fraction`` and
+    ``split_seed``); once it has finished, off the clock, the mean log posterior predictive
+    density of the held-out points under the chain's last ``heldout_draws`` states is the
+    run's ``heldout_lpd`` (see :func:`heldout_lpd`).
 
     Every run goes through :func:`workflows.cluster.dask_client`: an existing cluster
     (``scheduler`` or ``$DASK_SCHEDULER_ADDRESS``) or an embedded ``LocalCluster`` of
@@ -242,11 +262,12 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     on the workers. Cluster start-up and data transfer are never part of ``time_s``.
 
     Everything is checked before a cluster starts, in this order: the run parameters
-    (``iterations``, ``time_budget``, ``workers`` and ``threads`` in :class:`RunSpec`;
-    ``seed``, ``alpha`` and ``init_clusters``'s lower bound against their declarations),
+    (``iterations``, ``time_budget``, ``workers``, ``threads`` and ``heldout_draws`` in
+    :class:`RunSpec`; ``seed``, ``alpha``, ``alpha_prior``, ``test_fraction``, ``split_seed``
+    and ``init_clusters``'s lower bound against their declarations),
     the algorithm and scheduler address, before any data are loaded; then the data (loaded
     and checked by their family: any failure is a :class:`DataError`), the options (by the
-    sampler, built once) and ``init_clusters`` against the number of points. Defaults and
+    sampler, built once) and ``init_clusters`` against the number of training points. Defaults and
     constraints: :data:`algorithms.constraints.RUN_PARAMETERS`.
 
     Parameters
@@ -270,9 +291,9 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     time_budget : float, optional
         Stop once the cumulative sampler time exceeds this many seconds.
     alpha : float
-        DP concentration (> 0).
+        DP concentration (> 0); its starting value when ``alpha_prior`` is given.
     init_clusters : int
-        Number of initial clusters (between 1 and the number of points).
+        Number of initial clusters (between 1 and the number of training points).
     options : dict, optional
         Algorithm options, e.g. ``{"truncation": 50}`` for ``fsd``.
     progress : bool
@@ -292,6 +313,17 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
         (a step raises, a shard's worker keeps failing), the rows recorded so far are written
         there (:func:`~dpmmbench.reports.traces.write_trace`, atomically) with ``status``
         ``"failed"`` and the ``error`` in the metadata, and the error is raised.
+    alpha_prior : (float, float), optional
+        ``(shape, rate)`` of a Gamma prior on ``alpha``, which is then resampled every step
+        (None: ``alpha`` fixed).
+    test_fraction : float
+        Fraction of the points held out, in [0, 0.5]; 0 holds out nothing (``heldout_lpd``
+        is then None).
+    split_seed : int
+        Seed of the held-out split (>= 0).
+    heldout_draws : int
+        Number of last states of the chain whose predictive densities are averaged (>= 1);
+        fewer when the chain has fewer steps (the initial state when it has none).
 
     Returns
     -------
@@ -303,7 +335,11 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
         workers, threads, start-up seconds) and the worker process the chain ran in
         (``worker``: pid, numba threads and cache use), package versions, CPU, git commit,
         command line and start time (UTC); ``status``: ``"completed"``, or ``"stopped: time
-        budget"`` when the time budget ended the run early.
+        budget"`` when the time budget ended the run early; ``alpha_prior``, ``test_fraction``,
+        ``split_seed``, ``heldout_points`` (the size of the test part; ``n_points`` is the
+        training part's), ``heldout_draws`` (the number of states scored) and
+        ``heldout_lpd`` (nats per held-out point; None when nothing is held out or the run
+        failed).
 
     Raises
     ------
@@ -318,26 +354,38 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
 
     started = datetime.now(timezone.utc)
     clock = time.perf_counter()
-    spec = RunSpec(iterations, time_budget=time_budget, workers=workers, threads=threads)
+    spec = RunSpec(iterations, time_budget=time_budget, workers=workers, threads=threads,
+                   heldout_draws=heldout_draws)
     options = dict(options or {})
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     cls = algorithms.get(algorithm)  # an unknown name fails before any data are loaded
-    for param, value in (("seed", seed), ("alpha", alpha), ("init_clusters", init_clusters)):
-        check_parameter(param, value)  # as the sampler will, but before the data are loaded
+    for param, value in (("seed", seed), ("alpha", alpha), ("alpha_prior", alpha_prior),
+                         ("test_fraction", test_fraction), ("split_seed", split_seed),
+                         ("init_clusters", init_clusters)):
+        check_parameter(param, value)  # as the sampler and the split will, but before the data are loaded
     address = cluster.scheduler_address(scheduler)
     if address is not None:
         cluster.check_address(address)
 
     # Data and sampler first: every user error (name, option, value, data) fails before a
     # cluster is started.
+    from dpmmbench.datasets import holdout
+
     data = _load_data(dataset, data_file)
-    sampler = cls(data.family, alpha=alpha, seed=seed, **options)  # the one build, the one check
-    n_points = data.family.n_points(data.X)
+    train, test = holdout(data, test_fraction, split_seed)
+    sampler = cls(data.family, alpha=alpha, seed=seed, alpha_prior=alpha_prior, **options)  # the one build, the one check
+    n_points = data.family.n_points(train.X)
     if init_clusters > n_points:
-        raise ValueError(f"init_clusters must be between 1 and N = {n_points}, got {init_clusters}")
-    chain_args = {"truth": data.labels, "init_clusters": init_clusters, "progress": progress, "dataset": data.name,
-                  "name": name}
+        raise ValueError(f"init_clusters must be between 1 and N = {n_points} (the training points), "
+                         f"got {init_clusters}")
+    # the dataset column names the dataset, not its training part: every run on it shares the split
+    chain_args = {"truth": train.labels, "init_clusters": init_clusters, "progress": progress,
+                  "dataset": data.name, "name": name}
+    split = {"alpha_prior": None if alpha_prior is None else list(sampler.alpha_prior),
+             "test_fraction": float(test_fraction), "split_seed": int(split_seed), "n_points": int(n_points),
+             "heldout_points": 0 if test is None else int(test.family.n_points(test.X)),
+             "heldout_draws": 0, "heldout_lpd": None}
 
     entered = time.perf_counter()
     partial = {}  #: what a failed run leaves behind, filled as the run gets there
@@ -352,7 +400,7 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
                 backend = make_backend(spec.workers, client)
                 sampler.attach_backend(backend)
                 backend_name = backend.describe()
-                trace, worker_meta, error = _chain_task(sampler, data.X, spec, warmup, chain_args)
+                trace, worker_meta, error, draws = _chain_task(sampler, train.X, spec, warmup, chain_args)
             else:
                 # A serial sampler: the whole chain is one task in a worker process. The data travel
                 # once, as their own piece of data rather than inside the task (a large task graph
@@ -360,10 +408,10 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
                 from dpmmbench.algorithms.backends.dask_backend import wait_for_workers
 
                 wait_for_workers(client, 1, why="no worker to run the chain on")  # scatter would wait for ever
-                X = client.scatter(data.X, hash=False)
+                X = client.scatter(train.X, hash=False)
                 future = client.submit(_chain_task, sampler, X, spec, warmup, chain_args, pure=False,
                                        key=f"chain-{algorithm}-{sampler.seed}-{secrets.token_hex(4)}")
-                trace, worker_meta, error = future.result()
+                trace, worker_meta, error, draws = future.result()
                 backend_name = "serial: one task in a Dask worker process"
             if error is not None:
                 partial.update(trace=trace, worker_meta=worker_meta, backend_name=backend_name, dask_meta=dask_meta)
@@ -375,20 +423,24 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
 
             meta = _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup,
                                partial["trace"], partial["worker_meta"], partial["backend_name"],
-                               partial["dask_meta"], clock, started, status="failed")
+                               partial["dask_meta"], clock, started, split, status="failed")
             meta["error"] = f"{type(exc).__name__}: {exc}"
             write_trace(partial["trace"], out, meta)
         raise
     dask_meta["shutdown_s"] = time.perf_counter() - finished
+    if test is not None:
+        # here, off the clock and the cluster: the draws came back with the trace
+        split.update(heldout_draws=len(draws), heldout_lpd=heldout_lpd(data.family, train.X, draws, test.X))
     status = "completed" if len(trace) - 1 == spec.iterations else "stopped: time budget"
     meta = _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup, trace,
-                       worker_meta, backend_name, dask_meta, clock, started, status=status)
+                       worker_meta, backend_name, dask_meta, clock, started, split, status=status)
     return trace, meta
 
 
 def _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup, trace, worker_meta,
-                backend_name, dask_meta, clock, started, status) -> dict:
-    """The metadata of a run (see :func:`run`), finished or not (``status``)."""
+                backend_name, dask_meta, clock, started, split, status) -> dict:
+    """The metadata of a run (see :func:`run`), finished or not (``status``); ``split``: the
+    held-out split's keys, ``n_points`` (the training points) and the learned-alpha prior."""
     return {
         "algorithm": algorithm,
         "name": name or algorithm,
@@ -399,9 +451,9 @@ def _provenance(algorithm, name, sampler, options, data, data_file, init_cluster
         "dataset_meta": data.meta,
         "data_file": None if data_file is None else str(data_file),
         "family": repr(data.family),
-        "n_points": int(data.family.n_points(data.X)),
         "seed": sampler.seed,
         "alpha": sampler.alpha,
+        **split,
         "init_clusters": init_clusters,
         "iterations_requested": spec.iterations,
         "iterations": int(len(trace) - 1),
@@ -461,19 +513,43 @@ def _load_data(dataset, data_file=None):
 
 def _chain_task(sampler, X, spec, warmup, chain_args):
     """Warm up and run one chain where this is called (a Dask worker for serial samplers);
-    return ``(trace, facts about the process, None)``, or, when the chain fails once it has
-    started, ``(the trace so far, facts, the exception)``: the rows of a failed run come back
-    from a worker too. ``chain_args`` are :func:`_run_chain`'s keywords (a dict, not
+    return ``(trace, facts about the process, None, draws)``, or, when the chain fails once
+    it has started, ``(the trace so far, facts, the exception, draws)``: the rows of a failed
+    run come back from a worker too. ``draws`` are the last ``spec.heldout_draws`` states'
+    ``(labels, alpha)``. ``chain_args`` are :func:`_run_chain`'s keywords (a dict, not
     ``**kwargs``: ``Client.submit`` owns keywords such as ``workers``)."""
     warmup_s = warm_up(sampler, sampler.family.validate(X), chain_args["init_clusters"]) if warmup else None
-    rows = []
+    rows, draws = [], deque(maxlen=spec.heldout_draws)
     try:
-        trace, error = _run_chain(sampler, X, spec, warmup=False, rows=rows, **chain_args), None
+        trace, error = _run_chain(sampler, X, spec, warmup=False, rows=rows, draws=draws, **chain_args), None
     except Exception as exc:  # noqa: BLE001 - re-raised by the caller after keeping the rows
         if not rows:
             raise
         trace, error = trace_frame(rows), exc
-    return trace, dict(process_facts(), warmup_s=warmup_s), error
+    return trace, dict(process_facts(), warmup_s=warmup_s), error, list(draws)
+
+
+def heldout_lpd(family, X, draws, X_test) -> float:
+    """Mean held-out log predictive density per point of a chain.
+
+    Parameters
+    ----------
+    family : algorithms.families.Family
+        The prior the chain sampled under.
+    X : array_like or scipy.sparse.csr_matrix
+        The training data the chain ran on.
+    draws : sequence of (labels, alpha)
+        States of the chain (e.g. its last few); at least one.
+    X_test : array_like or scipy.sparse.csr_matrix
+        Held-out points, at least one.
+
+    Returns
+    -------
+    float
+        ``mean_m log (1/S) sum_s p(x_m | z_s, alpha_s, X)`` (nats per point), see
+        :func:`algorithms.predictive.mean_log_predictive_density`.
+    """
+    return float(np.mean(mean_log_predictive_density(family, X, draws, X_test)))
 
 
 # ---- helpers ------------------------------------------------------------------------------------
