@@ -19,11 +19,14 @@ from .._numba_cache import kernel
 from .._numerics import log_dirichlet
 from ..constraints import Interval
 from ._base import CollapsedKernels, Family
+from ._empirical import MAX_POINTS, kmeans_partition
 
 
 #: the symmetric concentration: normal doubles only (scipy's gammaln of a subnormal is inf,
 #: which makes the log marginal NaN), and small enough that gamma + counts has a finite lgamma
 GAMMA = Interval(Real, 1e-300, 1e300)
+#: the range DirichletMultinomial.empirical_bayes searches for gamma by default
+GAMMA_SEARCH = (1e-3, 1e2)
 #: bound on B = gamma * vocab_size: lgamma(B + total count) stays finite below ~2.5e305
 MAX_TOTAL_PRIOR = 1e300
 #: bound on the sum of all counts: beyond 2**53 a float64 sum of counts is no longer exact
@@ -207,6 +210,71 @@ class DirichletMultinomial(Family):
     def default_for(cls, X, gamma: float = 0.5):
         """Symmetric prior with ``gamma = 0.5`` over the columns of ``X``."""
         return cls(gamma, X.shape[1])
+
+    @classmethod
+    def empirical_bayes(cls, X, n_clusters: int | None = None, seed: int = 0, bounds=GAMMA_SEARCH,
+                        max_points: int = MAX_POINTS):
+        """The symmetric ``gamma`` that maximises the marginal likelihood of a quick clustering.
+
+        The documents (rows scaled to unit length, so that k-means groups them by the direction
+        of their word counts rather than by their length) are clustered by a seeded k-means;
+        ``gamma`` maximises the sum of the clusters' log marginals (:meth:`log_marginal_stats`)
+        over ``log gamma``: the best of a grid of 8 points per decade, then a bounded 1-D search
+        between that point's neighbours. A maximiser at a bound is returned as the bound. See
+        docs/design.md "Default priors".
+
+        Parameters
+        ----------
+        X : scipy.sparse matrix or array_like, shape (N, V)
+            Counts, at least 3 documents.
+        n_clusters : int, optional
+            Number of k-means clusters (2 to N - 1); default: the expected number of clusters
+            of the DP prior with ``alpha = 1`` on N documents, about ``ln N + 0.58``.
+        seed : int
+            Seed of the subsample and of k-means (>= 0): one seed, one prior.
+        bounds : (float, float)
+            Range searched for ``gamma``, ``0 < low < high``.
+        max_points : int
+            k-means sees a seeded subsample of at most this many documents.
+
+        Returns
+        -------
+        DirichletMultinomial
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad counts (see :func:`check_count_matrix`), fewer than 3 documents, bad bounds, or a
+            bad ``n_clusters``, ``seed`` or ``max_points``.
+        """
+        from scipy.optimize import minimize_scalar
+        from sklearn.preprocessing import normalize
+
+        try:
+            low, high = (GAMMA.check("bounds", float(b)) for b in bounds)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"bounds must be two numbers in {GAMMA}, got {bounds!r} ({exc})") from None
+        if not low < high:
+            raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
+        shape = X.shape if sp.issparse(X) else np.shape(X)
+        X = check_count_matrix(X, shape[1] if len(shape) == 2 else 0)
+        V = X.shape[1]
+        rows, labels = kmeans_partition(normalize(X), n_clusters, seed, max_points,
+                                        name="DirichletMultinomial.empirical_bayes")
+        stats = cls(low, V).stats(X[rows], labels, int(labels.max()) + 1)
+
+        def loss(log_gamma):
+            return -float(cls(math.exp(log_gamma), V).log_marginal_stats(stats).sum())
+
+        grid = np.linspace(math.log(low), math.log(high), max(2, int(math.ceil(8 * math.log10(high / low))) + 1))
+        values = np.array([loss(g) for g in grid])
+        best = int(np.argmin(values))
+        if best in (0, len(grid) - 1):
+            return cls(math.exp(grid[best]), V)
+        found = minimize_scalar(loss, bounds=(grid[best - 1], grid[best + 1]), method="bounded",
+                                options={"xatol": 1e-6})
+        log_gamma = found.x if found.fun <= values[best] else grid[best]
+        return cls(math.exp(log_gamma), V)
 
     # ---- data ----------------------------------------------------------------------
     def validate(self, X):

@@ -19,6 +19,7 @@ from scipy.special import gammaln
 from .._numba_cache import kernel
 from .._numerics import LOG_2PI, LOG_PI, PARALLEL_MIN_WORK, log_multigamma, parallel_variants
 from ..constraints import Interval
+from ._empirical import MAX_POINTS, kmeans_partition
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
 
 #: kappa0: a normal double (its log and 1/kappa0 finite) up to 1e300
@@ -156,6 +157,59 @@ class NormalInverseWishart(Family):
         var = np.maximum(var, floor)
         nu0 = D + 2.0
         return cls(X.mean(axis=0), kappa0, nu0, np.diag(scale * var * (nu0 - D - 1)))
+
+    @classmethod
+    def empirical_bayes(cls, X, n_clusters: int | None = None, kappa0: float = 0.05, seed: int = 0,
+                        max_points: int = MAX_POINTS):
+        """A prior whose component covariance is the data's within-cluster covariance.
+
+        ``mu0`` = data mean, ``nu0 = D + 2`` and ``kappa0`` as in :meth:`default_for`;
+        ``E[Sigma]`` = the pooled within-cluster covariance of a seeded k-means partition
+        (``sum_k sum_{i in k} (x_i - xbar_k)(x_i - xbar_k)^T / (N - k)``), full rather than
+        diagonal, plus a floor of 1e-6 of the mean variance on the diagonal so that a constant
+        column keeps it positive definite. Where :meth:`default_for` guesses a tenth of the
+        data's variance per axis, this measures the scale and the correlations of clusters
+        (see docs/design.md "Default priors").
+
+        Parameters
+        ----------
+        X : array_like, shape (N, D)
+            Data, at least 3 points.
+        n_clusters : int, optional
+            Number of k-means clusters (2 to N - 1); default: the expected number of clusters
+            of the DP prior with ``alpha = 1`` on N points, about ``ln N + 0.58``.
+        kappa0 : float
+            Prior pseudo-count for the mean (> 0).
+        seed : int
+            Seed of the subsample and of k-means (>= 0): one seed, one prior.
+        max_points : int
+            k-means sees a seeded subsample of at most this many rows.
+
+        Returns
+        -------
+        NormalInverseWishart
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad data (not finite, fewer than 3 points) or a bad ``n_clusters``, ``kappa0``,
+            ``seed`` or ``max_points``.
+        """
+        X = check_finite_matrix(X)
+        rows, labels = kmeans_partition(X, n_clusters, seed, max_points,
+                                        name="NormalInverseWishart.empirical_bayes")
+        K = int(labels.max()) + 1
+        mean = X.mean(axis=0)
+        # centred first: the scatter is a difference of sums, exact only near zero
+        n, s1, s2 = grouped_gaussian_stats(X[rows], labels, K, mean)
+        nonempty = n > 0
+        scatter = (s2[nonempty] - s1[nonempty, :, None] * s1[nonempty, None, :] / n[nonempty, None, None]).sum(axis=0)
+        pooled = scatter / max(len(rows) - int(nonempty.sum()), 1)
+        D = X.shape[1]
+        floor = 1e-6 * max(X.var(axis=0).mean(), 1e-12)
+        sigma = 0.5 * (pooled + pooled.T) + floor * np.eye(D)
+        nu0 = D + 2.0
+        return cls(mean, kappa0, nu0, sigma * (nu0 - D - 1))
 
     # ---- data ----------------------------------------------------------------------
     def validate(self, X):
