@@ -225,6 +225,33 @@ def convergence_figure(frame: pd.DataFrame, order, styles, with_truth: bool) -> 
         return png_bytes(fig), cropped
 
 
+def alpha_figure(frame: pd.DataFrame, order, styles) -> bytes:
+    """The concentration alpha against iteration, for runs that learn it.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Trace rows (columns ``label``, ``seed``, ``iteration``, ``alpha``).
+    order, styles
+        As for :func:`convergence_figure`.
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    data = frame[["label", "seed", "iteration", "alpha"]].dropna(subset=["alpha"])
+    order = [label for label in order if label in set(data["label"])]
+    with _style():
+        fig = Figure(figsize=(8.5, 3.4), layout="constrained")
+        ax = fig.subplots()
+        _lines(ax, over_seeds(data, "iteration", "alpha"), "iteration", order, styles, step=False)
+        ax.set_yscale("log")  # alpha moves by factors, from its starting value to where K puts it
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("concentration α (log scale)")
+        _legend(fig, order, styles)
+        return png_bytes(fig)
+
+
 def step_time_figure(steps: pd.DataFrame, order, styles) -> bytes:
     """Box plot of seconds per iteration, one box per label (all seeds pooled).
 

@@ -74,7 +74,9 @@ def load_runs(trace_paths):
         One row per run, in input order: ``run, path, dataset, algorithm`` (registry name),
         ``variant, label, seed, workers, options, meta, iterations, time_s, final_log_joint,
         best_log_joint, final_vi, final_n_clusters, s_per_iteration, search_s`` (sampler
-        time at which a search finished, NaN for samplers), the mean per-iteration
+        time at which a search finished, NaN for samplers), ``alpha`` (final), ``learned_alpha``
+        (the run had an ``alpha_prior``), ``heldout_lpd`` (from the metadata; NaN where
+        absent), the mean per-iteration
         ``bytes_sent, bytes_received, bytes, messages`` and, for searches, the search
         statistics (``states_pushed`` etc.).
 
@@ -118,9 +120,12 @@ def load_runs(trace_paths):
         seen[key] = path
         trace = trace.assign(run=i, variant=variant, label=label)
         frames.append(trace)
+        heldout = meta.get("heldout_lpd")
         rows.append({"run": i, "path": str(path), "dataset": dataset, "algorithm": algorithm,
                      "variant": variant, "label": label, "seed": seed, "workers": workers,
-                     "options": options, "meta": meta, **_run_stats(trace)})
+                     "options": options, "meta": meta, **_run_stats(trace),
+                     "learned_alpha": meta.get("alpha_prior") is not None,
+                     "heldout_lpd": math.nan if heldout is None else float(heldout)})
     frame = pd.concat(frames, ignore_index=True, sort=False)
     return frame, pd.DataFrame(rows)
 
@@ -147,6 +152,7 @@ def _run_stats(trace: pd.DataFrame) -> dict:
         "iterations": int(last["iteration"]), "time_s": float(last["time_s"]),
         "final_log_joint": float(last["log_joint"]), "best_log_joint": float(trace["log_joint"].max()),
         "final_vi": float(last["vi"]), "final_n_clusters": int(last["n_clusters"]),
+        "alpha": float(last["alpha"]) if "alpha" in trace else math.nan,
         "s_per_iteration": float(step_s.median()) if len(step_s) else math.nan,
         "search_s": math.nan,
     }
@@ -377,10 +383,19 @@ def _dataset_section(i, dataset, frame, runs, order, styles, network=costmodel.G
     caption = (f"{rows} against iteration (left) and sampler time (right). {figures.BAND_TEXT.capitalize()}; "
                "at each time a chain counts with the state of its last completed iteration (its final state "
                "once it has finished).")
+    if runs["learned_alpha"].any():
+        caption += " A run that learns α is scored at its current α."
     if cropped:
         caption += (" The log joint axes are cropped to where the chains go: the one-cluster start and the "
                     f"lowest {figures.CROP_QUANTILE:.0%} of the later values lie below.")
     parts.append(_figure(png, f"Convergence on {dataset}", caption))
+
+    learned = runs.loc[runs["learned_alpha"], "run"]
+    if len(learned) and "alpha" in frame:
+        parts.append(_figure(figures.alpha_figure(frame[frame["run"].isin(learned)], labels, styles),
+                             f"Learned concentration on {dataset}",
+                             "The concentration α of the runs that learn it (Gamma prior, resampled every "
+                             f"iteration) against iteration, log scale. {figures.BAND_TEXT.capitalize()}."))
 
     steps = step_times(frame)
     if not steps.empty:
@@ -389,7 +404,9 @@ def _dataset_section(i, dataset, frame, runs, order, styles, network=costmodel.G
                              "Sampler time of each iteration, all seeds pooled (box: quartiles; whiskers: 1.5 IQR). "
                              "For search, only the step that searched."))
 
-    table, target = speedup_table(frame, runs)
+    # a learned alpha's log joint is scored at its own alpha: no common target with the others
+    fixed = runs[~runs["learned_alpha"]]
+    table, target = speedup_table(frame[frame["run"].isin(fixed["run"])], fixed)
     parts.append(f"<h3>Speed-up w.r.t. {REFERENCE}</h3>")
     if table is None:
         parts.append(f"<p class='note'>No single-worker <code>{REFERENCE}</code> runs on this dataset: the speed-up "
@@ -397,7 +414,9 @@ def _dataset_section(i, dataset, frame, runs, order, styles, network=costmodel.G
     else:
         parts.append(f"<p>Target: log joint &ge; {_lj(target)} nats, the highest level every {REFERENCE} chain "
                      f"reached. Time to target: sampler time of the first iteration at or above it (median over the "
-                     f"seeds that reached it). Speed-up = {REFERENCE}'s time / the algorithm's time.</p>")
+                     f"seeds that reached it). Speed-up = {REFERENCE}'s time / the algorithm's time."
+                     + (" Runs that learn α are left out: their log joint is at another α." if len(fixed) < len(runs)
+                        else "") + "</p>")
         parts.append(_speedup_html(table, labels))
         reached = table.dropna(subset=["speedup"])
         scaled = reached.groupby("variant")["workers"].transform("nunique") > 1
@@ -570,10 +589,16 @@ def _overview_table(runs, labels) -> str:
                      _secs(g["s_per_iteration"].median()),
                      _Raw(f"{_lj(g['final_log_joint'].median())} <span class='range'>[{_lj(g['final_log_joint'].min())}, "
                           f"{_lj(g['final_log_joint'].max())}]</span>"),
-                     _int(g["final_n_clusters"].median()), _num(g["final_vi"].median(), 3)])
+                     _int(g["final_n_clusters"].median()), _num(g["final_vi"].median(), 3),
+                     _num(g["heldout_lpd"].median(), 4),
+                     _num(g["alpha"].median(), 3) + (" (learned)" if g["learned_alpha"].any() else "")])
     return _table(["algorithm", "seeds", "iterations", "sampler time", "time / iteration",
-                   "final log joint (nats) median [min, max]", "final clusters", "final VI (nats)"],
-                  rows, caption="Where the chains ended (medians over seeds).")
+                   "final log joint (nats) median [min, max]", "final clusters", "final VI (nats)",
+                   "held-out log predictive (nats / point)", "final α"],
+                  rows, caption="Where the chains ended (medians over seeds). Held-out log predictive: the "
+                                "mean log posterior predictive density of the points held out of the chains "
+                                "(one seeded split per dataset), averaged over each chain's last states; "
+                                "higher is better.")
 
 
 def _speedup_html(table, labels) -> str:

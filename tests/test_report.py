@@ -36,8 +36,11 @@ ALGORITHMS = ("gibbs", "subc", "search")
 SEEDS = (0, 1)
 ITERATIONS = 4
 #: per dataset, convergence panels and time per iteration; speed-up against workers once; the
-#: scaling model once (the labelled dataset has sharded runs, the unlabelled one none)
-FIGURES = 2 * 2 + 1 + 1
+#: scaling model once (the labelled dataset has sharded runs, the unlabelled one none); the
+#: learned alpha once (the labelled dataset only has runs that learn it)
+FIGURES = 2 * 2 + 1 + 1 + 1
+#: the name of the runs that learn alpha
+LEARNED = "gibbs-learned-alpha"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1280,900")
@@ -57,15 +60,20 @@ def scheduler():
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory, scheduler):
-    """Trace files of real runs: 3 algorithms x 2 seeds on labelled synthetic data, gibbs on
-    the same points without their labels, gibbs on 2 workers, and (when registered) the
-    sharded slice sampler on 2 workers, which reports the bytes its shards exchange."""
+    """Trace files of real runs: 3 algorithms x 2 seeds on labelled synthetic data, and gibbs
+    learning alpha, gibbs on the same points without their labels, gibbs on 2 workers, and
+    (when registered) the sharded slice sampler on 2 workers, which reports the bytes its
+    shards exchange."""
     out = tmp_path_factory.mktemp("traces")
     paths = []
     for algorithm in ALGORITHMS:
         for seed in SEEDS:
             trace, meta = driver.run(algorithm, DATA, ITERATIONS, seed=seed, scheduler=scheduler)
             paths.append(write_trace(trace, out / "chang" / algorithm / f"seed{seed}.parquet", meta))
+    for seed in SEEDS:
+        trace, meta = driver.run("gibbs", DATA, ITERATIONS, seed=seed, scheduler=scheduler, alpha_prior=(1.0, 1.0),
+                                 name=LEARNED)
+        paths.append(write_trace(trace, out / "chang" / LEARNED / f"seed{seed}.parquet", meta))
 
     data = datasets.load(DATA)
     for seed in SEEDS:  # no ground truth: the report must leave VI out
@@ -169,6 +177,15 @@ def test_numbers_come_from_the_traces(report, traces):
     assert len(gibbs) == len(SEEDS)
     target = min(t["log_joint"].max() for t in gibbs)  # the level every gibbs chain reached
     assert f"log joint &ge; {target:,.1f} nats" in text
+
+    # the overview's held-out log predictive and final alpha: medians over the seeds
+    for name in ("gibbs", LEARNED):
+        paths = [p for p in traces if p.parent.name == name and p.parent.parent.name == "chang"]
+        heldout = np.median([read_trace(p)[1]["heldout_lpd"] for p in paths])
+        alpha = np.median([chains[str(p)]["alpha"].iloc[-1] for p in paths])
+        row = f"{heldout:.4g}</td><td class='n'>{alpha:.3g}" + (" (learned)" if name == LEARNED else "")
+        assert row in text, name
+    assert f"Learned concentration on {DATA}" in text
 
     pushed = [t["states_pushed"].sum() for t in chains.values() if t["algorithm"].iloc[0] == "search"]
     assert f"{np.median(pushed):,.0f}" in Page(text).sections["search"]

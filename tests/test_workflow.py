@@ -1,6 +1,7 @@
 """The Snakemake workflow: every config dry-runs its grid (read from the registry) without
 downloading anything, the smoke config end to end on Dask, rejection of a bad config before
 any job runs, and resuming a killed run."""
+import math
 import os
 import re
 import signal
@@ -103,6 +104,15 @@ def test_smoke_config_end_to_end(smoke_run):
         assert (trace["algorithm"] == path.parent.parent.name).all()  # the variant names its trace
     variant = read_trace(next((workdir / "results/traces").glob("*/search-decreasing/w1/seed0.parquet")))[1]
     assert variant["algorithm"] == "search" and variant["options"]["order"] == "decreasing"
+    # every run scored its dataset's held-out points; the learned-alpha variant moved alpha
+    assert summary["heldout_lpd"].map(math.isfinite).all()
+    learned = summary["algorithm"] == "gibbs-learned-alpha"
+    assert learned.sum() == 1 and (summary.loc[learned, "alpha"] != config["alpha"]).all()
+    assert (summary.loc[~learned, "alpha"] == config["alpha"]).all()
+    trace, meta = read_trace(next((workdir / "results/traces").glob("*/gibbs-learned-alpha/w1/seed0.parquet")))
+    assert meta["alpha_prior"] == [1.0, 1.0] and trace["alpha"].nunique() > 1
+    assert meta["test_fraction"] == config["test_fraction"] and meta["heldout_draws"] == config["heldout_draws"]
+    assert meta["heldout_points"] == round(config["test_fraction"] * 300)  # chang2013-tiny
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -100,8 +100,9 @@ def run_args(wildcards, input):
             "--iterations", spec["iterations"], "--alpha", spec["alpha"],
             "--init-clusters", config.get("init_clusters", RUN_DEFAULTS["init_clusters"]),
             "--threads", dask.get("threads", RUN_DEFAULTS["threads"])]
-    for key in ("test_fraction", "split_seed", "heldout_draws"):
-        args += ["--" + key.replace("_", "-"), config.get(key, RUN_DEFAULTS[key])]
+    for flag, key in (("--test-fraction", "test_fraction"), ("--split-seed", "split_seed"),
+                      ("--heldout-draws", "heldout_draws")):
+        args += [flag, config.get(key, RUN_DEFAULTS[key])]
     if spec["alpha_prior"] is not None:
         args += ["--alpha-prior", *spec["alpha_prior"]]
     if spec["time_budget"] is not None:
