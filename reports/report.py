@@ -269,7 +269,7 @@ def search_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 # ---- the page ---------------------------------------------------------------------------
 def build_report(trace_paths, out_path, config=None, *, asv_html=None,
-                 network: costmodel.Network = costmodel.GIGABIT) -> Path:
+                 network: costmodel.Network = costmodel.GIGABIT, priors=None) -> Path:
     """Write the comparison report for ``trace_paths`` to ``out_path`` (atomically).
 
     Parameters
@@ -286,6 +286,9 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     network : reports.costmodel.Network
         The network the cost model predicts scaling on (default 1 Gbit/s, 0.2 ms per
         message); stated in the report.
+    priors : str or os.PathLike, optional
+        The prior-sensitivity table (``results/priors.csv``, :mod:`reports.priors`), shown
+        in its own section when given.
 
     Returns
     -------
@@ -311,12 +314,14 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     styles = figures.palette(order)
     datasets = list(dict.fromkeys(runs["dataset"]))
 
-    body = [_header(runs, datasets, order), _toc(datasets)]
+    body = [_header(runs, datasets, order), _toc(datasets, priors is not None)]
     body.append(_claims_section(claims_mod.check_claims(frame, runs)))
     for i, dataset in enumerate(datasets):
         mask = runs["dataset"] == dataset
         body.append(_dataset_section(i, dataset, frame[frame["dataset"] == dataset], runs[mask], order, styles,
                                      network))
+    if priors is not None:
+        body.append(_priors_section(priors))
     body.append(_communication_section(runs, datasets))
     body.append(_search_section(runs))
     asv_html = Path(asv_html) if asv_html is not None else Path(__file__).resolve().parents[1] / ASV_HTML
@@ -339,12 +344,27 @@ def _header(runs, datasets, order) -> str:
             f"excluded). {html.escape(figures.BAND_TEXT.capitalize())}.</p>")
 
 
-def _toc(datasets) -> str:
+def _toc(datasets, priors=False) -> str:
     items = ["<li><a href='#claims'>Claims of the papers</a></li>"]
     items += [f"<li><a href='#dataset-{i}'>{html.escape(d)}</a></li>" for i, d in enumerate(datasets)]
+    items += ["<li><a href='#priors'>Prior sensitivity</a></li>"] if priors else []
     items += ["<li><a href='#communication'>Communication</a></li>", "<li><a href='#search'>Search statistics</a></li>",
               "<li><a href='#environment'>Environment</a></li>"]
     return f"<nav><ul>{''.join(items)}</ul></nav>"
+
+
+def _priors_section(path) -> str:
+    from . import priors as priors_mod
+
+    table = priors_mod.read_priors(path)
+    parts = ["<section id='priors'><h2>Prior sensitivity</h2>", f"<p>{html.escape(priors_mod.DESCRIPTION)}</p>"]
+    for dataset, rows in table.groupby("dataset", sort=False):
+        png, caption = priors_mod.priors_figure(rows)
+        parts += [f"<h3><code>{html.escape(str(dataset))}</code></h3>", f"<p>{html.escape(priors_mod.describe(rows))}</p>",
+                  _figure(png, f"Prior sensitivity on {dataset}", caption),
+                  _frame_table(priors_mod.summary_table(rows))]
+    parts.append("</section>")
+    return "\n".join(parts)
 
 
 def _claims_section(found) -> str:

@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     shown = rep.add_mutually_exclusive_group()
     shown.add_argument("--config", metavar="CONFIG", help="workflow config file (YAML or JSON) to show in the report")
     shown.add_argument("--config-json", metavar="JSON", help="the same, given inline as a JSON object")
+    rep.add_argument("--priors", metavar="CSV", help="prior-sensitivity table (results/priors.csv) to show")
     rep.set_defaults(func=_cmd_report)
 
     lst = sub.add_parser("list", help="list algorithms and datasets",
@@ -301,7 +302,7 @@ def _cmd_report(args) -> int:
             raise ValueError(f"--config-json: not valid JSON ({exc})") from None
     if config is not None and not isinstance(config, dict):
         raise ValueError(f"the config must be a mapping of keys to values, got {type(config).__name__}")
-    _read_traces(lambda: build_report(args.traces, out, config=config))
+    _read_traces(lambda: build_report(args.traces, out, config=config, priors=args.priors))
     print(f"{out}: report on {len(args.traces)} trace(s)")
     return 0
 
