@@ -69,11 +69,18 @@ MISTAKES = {
     "seed-huge": (["--dataset", TINY, "--seed", "9" * 40], "usage", "seed"),
     "seed-negative": (["--dataset", TINY, "--seed", "-1"], "usage", "seed"),
     "seed-not-a-number": (["--dataset", TINY, "--seed", "one"], "usage", "--seed"),
-    "init-clusters-above-n": (["--dataset", TINY, "--seed", "0", "--init-clusters", "21"], "usage", "N = 20"),
+    "init-clusters-above-n": (["--dataset", TINY, "--seed", "0", "--init-clusters", "21"], "usage",
+                              "N = 18 (the training"),
     "unknown-option": (["--dataset", TINY, "--seed", "0", "--option", "nope=1"], "usage", "nope"),
     "option-twice": (["--dataset", TINY, "--seed", "0", "--option", "scan=fixed", "--option", "scan=random"],
                      "usage", "twice"),
     "alpha-nan": (["--dataset", TINY, "--seed", "0", "--alpha", "nan"], "usage", "alpha"),
+    "alpha-prior-nan": (["--dataset", TINY, "--seed", "0", "--alpha-prior", "nan", "1"], "usage", "alpha_prior shape"),
+    "alpha-prior-one-value": (["--dataset", TINY, "--seed", "0", "--alpha-prior", "1"], "usage", "--alpha-prior"),
+    "test-fraction-too-large": (["--dataset", TINY, "--seed", "0", "--test-fraction", "0.9"], "usage",
+                                "test_fraction"),
+    "init-clusters-above-training-points": (["--dataset", TINY, "--seed", "0", "--test-fraction", "0.5",
+                                             "--init-clusters", "11"], "usage", "N = 10"),
     "unknown-flag": (["--dataset", TINY, "--seed", "0", "--colour"], "usage", "--colour"),
     "absurd-size": (["--dataset", "synth-chang2013?n=100000000000000", "--seed", "0"], "data", "n"),
     "bad-spec": (["--dataset", "synth-chang2013?n=20&n=30&x", "--seed", "0"], "data", "synth-chang2013"),
@@ -221,7 +228,8 @@ def _at_most(limit):
 
 #: valid values of each flag (drawn most of the time, so that some runs are valid)
 _VALID = {"--alpha": ["1", "0.5", "1e-3"], "--workers": ["1", "2"], "--threads": ["1", "2"],
-          "--time-budget": ["10", "0.5"], "--init-clusters": ["1", "3", "20"]}
+          "--time-budget": ["10", "0.5"], "--init-clusters": ["1", "3", "18"], "--test-fraction": ["0", "0.1", "0.5"],
+          "--split-seed": ["0", "7"], "--heldout-draws": ["1", "10"]}
 
 
 @st.composite
@@ -238,6 +246,8 @@ def run_arguments(draw):
         if draw(st.booleans()):
             hostile = _at_most(2) if flag in ("--workers", "--threads") else _number_text()
             args += [flag, value(st.sampled_from(valid), hostile)]
+    if draw(st.booleans()):
+        args += ["--alpha-prior", *(value(st.sampled_from(["1", "0.5", "1e3"]), _number_text()) for _ in range(2))]
     for option in draw(_OPTIONS):
         args += ["--option", option]
     return args

@@ -23,6 +23,7 @@ from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import check_parameter
 from dpmmbench.algorithms.families import NormalKnownCovariance
 from dpmmbench.algorithms.slice_mr import break_sticks
+from dpmmbench.datasets.split import heldout_count
 from dpmmbench.workflows._config import check_values
 
 HUGE_ALPHAS = [1e6, 1e9, 1e12]
@@ -116,6 +117,17 @@ BAD_CONFIGS = [
     ({"datasets": {"x": "synth-chang2013?n=99999999999999999999"}}, "parameter 'n'"),
     ({"datasets": {"x": "synth-multinomial?n=1000000&vocab=100000"}}, "n x vocab"),
     ({"datasets": {"x": "synth-chang2013?colour=red"}}, "unknown parameter 'colour'"),
+    ({"alpha_prior": [NAN, 1.0]}, "'alpha_prior'"),
+    ({"alpha_prior": [1.0, INF]}, "'alpha_prior'"),
+    ({"alpha_prior": [1.0, 2.0, 3.0]}, "alpha_prior"),
+    ({"alpha_prior": "1 1"}, "alpha_prior"),
+    ({"variants": {"v": {"algorithm": "gibbs", "alpha_prior": [NAN, 1.0]}}}, "variants: v: alpha_prior"),
+    ({"variants": {"v": {"algorithm": "gibbs", "alpha": NAN}}}, "variants: v: alpha"),
+    ({"test_fraction": NAN}, "'test_fraction'"),
+    ({"test_fraction": 0.6}, "test_fraction"),
+    ({"split_seed": 1.0}, "'split_seed'"),
+    ({"heldout_draws": 2.0}, "'heldout_draws'"),
+    ({"test_fraction": 0.5, "init_clusters": 151}, "'init_clusters'"),  # chang2013-tiny trains on 150 points
 ]
 
 
@@ -158,9 +170,12 @@ def test_a_real_dry_run_refuses_a_bad_config(tmp_path, case):
     test_bad_config_value_stops_a_dry_run_before_any_job(tmp_path, *BAD_CONFIGS[case])
 
 
-ANY_VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10 ** 20, 10 ** 20),
-                      st.integers(0, 400), st.booleans(), st.none(), st.text(max_size=4))
-RUN_KEYS = {"alpha": "alpha", "time_budget": "time_budget", "iterations": "iterations", "init_clusters": "init_clusters"}
+_SCALAR = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10 ** 20, 10 ** 20),
+                    st.integers(0, 400), st.floats(0, 1), st.booleans(), st.none(), st.text(max_size=4))
+ANY_VALUE = st.one_of(_SCALAR, st.lists(_SCALAR, max_size=3))  # lists: alpha_prior's [shape, rate]
+RUN_KEYS = {"alpha": "alpha", "time_budget": "time_budget", "iterations": "iterations", "init_clusters": "init_clusters",
+            "alpha_prior": "alpha_prior", "test_fraction": "test_fraction", "split_seed": "split_seed",
+            "heldout_draws": "heldout_draws"}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -182,13 +197,17 @@ def test_random_config_values_are_valid_runs_or_named_errors(values, seeds, key)
         return
     # accepted: every value is a valid run parameter, written as its type, and the key is safe
     for name, value in values.items():
+        if name == "alpha_prior" and value is not None:
+            assert check_parameter(name, value) == tuple(value) and bool not in map(type, value)
+            continue
         assert check_parameter(name, value) == value and type(value) is not bool
-        if name in ("iterations", "init_clusters"):
+        if name in ("iterations", "init_clusters", "split_seed", "heldout_draws"):
             assert type(value) is int
     assert all(type(s) is int and check_parameter("seed", s) == s for s in config["seeds"])
     if key is not None:
         assert SAFE_KEY.fullmatch(key) and "/" not in key and key not in (".", "..")
-    assert config.get("init_clusters", 1) <= (50 if key is not None else 60)  # the smallest dataset
+    smallest = 50 if key is not None else 60  # the smallest dataset, of which the chains see the training part
+    assert config.get("init_clusters", 1) <= smallest - heldout_count(smallest, config.get("test_fraction", 0.1))
 
 
 # ---- dataset specs -------------------------------------------------------------------------

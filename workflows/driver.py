@@ -374,7 +374,8 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
 
     data = _load_data(dataset, data_file)
     train, test = holdout(data, test_fraction, split_seed)
-    sampler = cls(data.family, alpha=alpha, seed=seed, alpha_prior=alpha_prior, **options)  # the one build, the one check
+    # the one build, the one check
+    sampler = cls(data.family, alpha=alpha, seed=seed, alpha_prior=alpha_prior, **options)
     n_points = data.family.n_points(train.X)
     if init_clusters > n_points:
         raise ValueError(f"init_clusters must be between 1 and N = {n_points} (the training points), "
