@@ -15,6 +15,7 @@ validate(config, "workflows/schemas/config.schema.yaml")
 include: "workflows/common.smk"
 include: "workflows/data.smk"
 include: "workflows/run.smk"
+include: "workflows/priors.smk"
 include: "workflows/report.smk"
 
 

@@ -128,3 +128,114 @@ def test_dm_empirical_bayes_bad_counts_are_named():
         DirichletMultinomial.empirical_bayes(-np.ones((5, 3)))
     with pytest.raises(ValueError, match="2-D"):
         DirichletMultinomial.empirical_bayes(np.ones(5))
+
+
+# ---- the experiment ------------------------------------------------------------------------
+TINY = {"datasets": {"blobs": {"dataset": "synth-chang2013?n=120", "algorithm": "gibbs", "iterations": 2},
+                     "docs": {"dataset": "synth-multinomial?n=40&vocab=15", "algorithm": "subc", "iterations": 2}},
+        "alphas": [0.1, 10], "alpha_prior": [1.0, 1.0], "seeds": [0], "heldout_draws": 2}
+
+
+@pytest.fixture(scope="module")
+def priors_csv(tmp_path_factory):
+    import json
+
+    out = tmp_path_factory.mktemp("priors") / "priors.csv"
+    assert prior_sensitivity.main(["--config-json", json.dumps(TINY), "--out", str(out)]) == 0
+    return out
+
+
+def test_the_experiment_writes_every_grid_point_with_finite_scores(priors_csv):
+    table = pd.read_csv(priors_csv)
+    assert list(table.columns) == list(prior_sensitivity.COLUMNS)
+    assert len(table) == 2 * 2 * (2 + 1)  # datasets x priors x (fixed alphas + learned)
+    for (dataset, prior), rows in table.groupby(["dataset", "prior"]):
+        assert sorted(rows.loc[rows["alpha_mode"] == "fixed", "alpha"]) == [0.1, 10.0]
+        learned = rows[rows["alpha_mode"] == "learned"]
+        assert len(learned) == 1 and learned["alpha_prior_shape"].iloc[0] == 1.0
+    assert set(table["prior"]) == set(prior_sensitivity.PRIORS)
+    assert np.isfinite(table["heldout_lpd"]).all() and (table["n_clusters"] >= 1).all()
+    assert table["nmi"].between(0, 1).all()  # both synthetic sets have labels
+    assert (table["n_test"] > 0).all() and (table["n_train"] > table["n_test"]).all()
+    fixed = table[table["alpha_mode"] == "fixed"]
+    np.testing.assert_array_equal(fixed["alpha_mean"], fixed["alpha"])
+
+
+def test_the_experiment_is_reproducible(priors_csv):
+    again = prior_sensitivity.sensitivity(TINY)
+    first = pd.read_csv(priors_csv)
+    for column in ("n_clusters", "nmi", "heldout_lpd", "alpha_mean"):
+        np.testing.assert_allclose(again[column], first[column], rtol=1e-12)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"colour": 1}, "unknown key"),
+    ({"alphas": []}, "alphas"),
+    ({"alphas": [0.0]}, "alpha"),
+    ({"alpha_prior": None}, "alpha_prior"),
+    ({"alpha_prior": [1.0, -1.0]}, "alpha_prior"),
+    ({"seeds": [-1]}, "seed"),
+    ({"test_fraction": 0.9}, "test_fraction"),
+    ({"datasets": {"x": {"dataset": "nope", "algorithm": "gibbs", "iterations": 2}}}, "nope"),
+    ({"datasets": {"x": {"dataset": "digits", "algorithm": "nope", "iterations": 2}}}, "nope"),
+    ({"datasets": {"x": {"dataset": "digits", "algorithm": "gibbs", "iterations": 0}}}, "iterations"),
+    ({"datasets": {"x": {"dataset": "digits", "algorithm": "fsd", "iterations": 2, "options": {"bad": 1}}}},
+     "bad"),
+])
+def test_a_bad_priors_block_is_named(change, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        prior_sensitivity.check_spec({**TINY, **change})
+
+
+def test_a_family_without_empirical_bayes_is_refused():
+    from dpmmbench.algorithms.families import NormalKnownCovariance
+
+    with pytest.raises(ValueError, match="no empirical-Bayes prior"):
+        prior_sensitivity.base_measures(NormalKnownCovariance(1.0, [0.0], 1.0), np.zeros((5, 1)), 0)
+
+
+# ---- the report ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def report_with_priors(priors_csv, tmp_path_factory):
+    from dpmmbench import algorithms, datasets
+    from dpmmbench.reports.report import build_report
+    from dpmmbench.reports.traces import write_trace
+    from dpmmbench.workflows import driver
+    from dpmmbench.workflows.provenance import environment
+
+    out = tmp_path_factory.mktemp("report")
+    data = datasets.load("synth-chang2013?n=100")
+    sampler = algorithms.make("gibbs", family=data.family, seed=0)
+    trace = driver.run_chain(sampler, data.X, 2, truth=data.labels, dataset="blobs")
+    path = write_trace(trace, out / "gibbs.csv", {"algorithm": "gibbs", "options": sampler.params, **environment()})
+    return build_report([path], out / "index.html", priors=priors_csv)
+
+
+def test_the_report_shows_one_prior_figure_per_dataset(report_with_priors):
+    text = report_with_priors.read_text()
+    start = text.index("<section id='priors'>")
+    section = text[start:text.index("</section>", start)]
+    assert section.count("<img src='data:image/png;base64,") == 2
+    assert "alt='Prior sensitivity on blobs'" in section and "alt='Prior sensitivity on docs'" in section
+    assert "href='#priors'" in text
+    assert "Best held-out density" in section
+
+
+@pytest.mark.slow
+def test_the_report_with_priors_renders_in_chromium(report_with_priors, tmp_path):
+    from test_report import open_in_chromium
+
+    seen = open_in_chromium(report_with_priors, tmp_path)
+    assert "priors" in seen["page"]["sections"]
+    for image in seen["page"]["images"]:
+        assert image["decoded"] and min(image["natural"]) > 0 and min(image["box"]) > 0, image["alt"]
+    assert not seen["errors"], seen["errors"]
+
+
+def test_a_table_that_is_not_a_priors_table_is_named(tmp_path):
+    from dpmmbench.reports.priors import read_priors
+
+    bad = tmp_path / "x.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="prior-sensitivity"):
+        read_priors(bad)
