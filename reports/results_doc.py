@@ -84,9 +84,17 @@ def exactness_table(rows) -> str:
     lines = ["| sampler | exact | " + " | ".join(problems) + " |", "|---|---|" + "---:|" * len(problems)]
     for sampler in sorted(by_sampler):
         cells = by_sampler[sampler]
-        shown = [f"{cells[p]['tv']:.3f} ({cells[p]['threshold']:.3f})" if p in cells else "" for p in problems]
+        shown = [_exactness_cell(cells[p]) if p in cells else "" for p in problems]
         lines.append(f"| `{sampler}` | {'yes' if cells['exact'] else 'no'} | " + " | ".join(shown) + " |")
     return "\n".join(lines)
+
+
+def _exactness_cell(r: dict) -> str:
+    """TV (threshold); with a learned alpha also its pooled mean, the exact mean and the bound."""
+    cell = f"{r['tv']:.3f} ({r['threshold']:.3f})"
+    if "alpha_exact" in r:
+        cell += f"; alpha {r['alpha_mean']:.3f} vs {r['alpha_exact']:.3f} (±{r['alpha_threshold']:.3f})"
+    return cell
 
 
 def frame_table(frame: pd.DataFrame) -> str:

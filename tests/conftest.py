@@ -3,6 +3,7 @@ posterior covers many of them (two or three groups plus an ambiguous point)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -120,6 +121,9 @@ def report_exactness(request, name, problem, res, exact=True, note=""):
     row = {"sampler": name, "problem": problem, "exact": bool(exact), "tv": float(res.tv),
            "threshold": float(res.threshold), "inflation": float(res.inflation),
            "n_samples": int(res.n_samples), "note": note}
+    if not math.isnan(res.alpha_exact):  # a learned alpha: its pooled mean against the exact one
+        row.update(alpha_mean=float(res.alpha_mean), alpha_exact=float(res.alpha_exact),
+                   alpha_threshold=float(res.alpha_threshold))
     request.node.user_properties.append(("exactness", row))
 
 
@@ -150,7 +154,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for r in rows:
         terminalreporter.write_line(
             f"{r['sampler']:<22} {r['problem']:<9} exact={str(r['exact']):<5} TV={r['tv']:.4f}  "
-            f"MC threshold={r['threshold']:.4f} (inflation {r['inflation']:.2f}, {r['n_samples']} samples{r['note']})")
+            f"MC threshold={r['threshold']:.4f} (inflation {r['inflation']:.2f}, {r['n_samples']} samples{r['note']})"
+            + (f"  alpha={r['alpha_mean']:.4f} exact={r['alpha_exact']:.4f} threshold={r['alpha_threshold']:.4f}"
+               if "alpha_exact" in r else ""))
     path = config.getoption("--exactness-json")
     if path:
         from dpmmbench.reports.traces import atomic_write

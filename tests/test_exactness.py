@@ -8,11 +8,19 @@ import numpy as np
 import pytest
 
 from dpmmbench import algorithms
-from dpmmbench.algorithms.exact import check_against_exact, exact_posterior, gibbs_transition_matrix
+from dpmmbench.algorithms.backends import SerialBackend
+from dpmmbench.algorithms.exact import (check_against_exact, exact_posterior, exact_posterior_learned_alpha,
+                                        gibbs_transition_matrix)
 from dpmmbench.algorithms.partitions import enumerate_partitions
 from conftest import PROBLEMS, report_exactness
 
 BELL = [1, 1, 2, 5, 15, 52, 203, 877]
+
+#: the Gamma(shape, rate) prior of the learned-alpha checks (docs/algorithms.md §9.7): mean 1,
+#: spread enough that the data move alpha
+ALPHA_PRIOR = (2.0, 2.0)
+#: their budget: 12 chains x 500 thinned samples, enough that the wrong prior below fails
+LEARNED = {"chains": 12, "samples": 500}
 
 
 def test_enumeration_counts_bell_numbers():
@@ -83,3 +91,78 @@ def test_harness_measures_fsd_truncation_bias():
     assert unreachable > 0.2
     assert res.tv >= unreachable - 1e-9
     assert not res.passed
+
+
+# ---- learned alpha (docs/algorithms.md §9.7) -------------------------------------------------
+def test_learned_alpha_posterior_mixes_the_fixed_alpha_posteriors(problem):
+    """Second route to the same target: p(z | X) = ∫ p(z | X, alpha) p(alpha | X) d alpha, where
+    p(alpha | X) ∝ p(X | alpha) Gamma(alpha) and p(X | alpha) is the normaliser of the
+    fixed-alpha enumeration; integrated on a fine grid of log alpha, independent of the
+    quadrature of the harness."""
+    from scipy.special import gammaln, logsumexp
+
+    from dpmmbench.algorithms.partitions import cluster_sizes
+
+    _, X, fam, _ = problem
+    parts, probs, alpha_mean = exact_posterior_learned_alpha(X, fam, ALPHA_PRIOR)
+    a, b = ALPHA_PRIOR
+    u = np.linspace(-25.0, 6.0, 6001)
+    log_marginal = np.array([fam.log_marginal_stats(fam.stats(X, z, z.max() + 1)).sum() for z in parts])
+    # the CRP's log p(z | alpha) (docs/algorithms.md §0.2) on the whole grid at once
+    N, K = parts.shape[1], parts.max(axis=1) + 1
+    log_sizes = np.array([gammaln(cluster_sizes(z)).sum() for z in parts])
+    log_joint = (np.outer(u, K) + (gammaln(np.exp(u)) - gammaln(np.exp(u) + N))[:, None]
+                 + log_sizes + log_marginal)
+    log_evidence = logsumexp(log_joint, axis=1)
+    log_post_u = log_evidence + a * u - b * np.exp(u)  # alpha^(a-1) e^(-b alpha) d alpha, in u
+    w = np.exp(log_post_u - log_post_u.max())
+    w /= np.trapezoid(w, u)
+    fixed = np.exp(log_joint - log_evidence[:, None])  # p(z | X, alpha) on the grid
+    mixed = np.trapezoid(w[:, None] * fixed, u, axis=0)
+    np.testing.assert_allclose(mixed, probs, rtol=1e-6, atol=1e-9)
+    assert np.trapezoid(w * np.exp(u), u) == pytest.approx(alpha_mean, rel=1e-6)
+    # the data moved alpha away from the prior mean: the check has something to see
+    assert abs(alpha_mean - a / b) > 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", algorithms.available())
+def test_sampler_against_learned_alpha_posterior(name, problem, request):
+    """Every exact sampler, learning alpha, matches the posterior with alpha integrated out
+    (partition frequencies by TV, and the mean of alpha); approximate ones report both."""
+    label, X, fam, alpha = problem
+    exact = algorithms.get(name).exact
+    budget = LEARNED if exact else {"chains": 8, "samples": 200}
+    res = check_against_exact(name, X, fam, alpha, alpha_prior=ALPHA_PRIOR, **budget)
+    report_exactness(request, f"{name} (learned alpha)", label, res, exact=exact, note=", learned alpha")
+    if exact:
+        assert res.tv_passed, f"{name} on {label}: TV {res.tv:.4f} > calibrated threshold {res.threshold:.4f}"
+        assert res.alpha_passed, (f"{name} on {label}: mean alpha {res.alpha_mean:.4f}, exact {res.alpha_exact:.4f}, "
+                                  f"beyond the calibrated {res.alpha_threshold:.4f}")
+    else:
+        assert 0.0 <= res.tv <= 1.0 and res.alpha_mean > 0.0
+
+
+@pytest.mark.slow
+def test_learned_alpha_harness_fails_a_sampler_with_the_wrong_prior(problem):
+    """Collapsed Gibbs learning alpha under Gamma(3, 2) (mean 1.5) is a valid sampler of
+    another posterior: at the same budget both checks must reject it."""
+    label, X, fam, alpha = problem
+    res = check_against_exact("gibbs", X, fam, alpha, alpha_prior=ALPHA_PRIOR, sampler_alpha_prior=(3.0, 2.0),
+                              **LEARNED)
+    assert not res.tv_passed, f"wrong prior passed TV on {label}: {res.tv:.4f} <= {res.threshold:.4f}"
+    assert not res.alpha_passed, (f"wrong prior passed the alpha check on {label}: |{res.alpha_mean:.4f} - "
+                                  f"{res.alpha_exact:.4f}| <= {res.alpha_threshold:.4f}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["slice-mr", "auxvar"])
+def test_sharded_sampler_against_learned_alpha_posterior(name, request):
+    """On two serial shards the sharded samplers count K from the master's statistics for
+    the alpha update: the same target and checks."""
+    X, fam, alpha = PROBLEMS["known-1d"]()
+    res = check_against_exact(name, X, fam, alpha, alpha_prior=ALPHA_PRIOR, options={"backend": SerialBackend(2)},
+                              **LEARNED)
+    report_exactness(request, f"{name} (2 shards, learned alpha)", "known-1d", res, note=", learned alpha")
+    assert res.passed, (f"TV {res.tv:.4f} (threshold {res.threshold:.4f}), mean alpha {res.alpha_mean:.4f} "
+                        f"vs {res.alpha_exact:.4f} (threshold {res.alpha_threshold:.4f})")
