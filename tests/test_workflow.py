@@ -113,6 +113,11 @@ def test_smoke_config_end_to_end(smoke_run):
     assert meta["alpha_prior"] == [1.0, 1.0] and trace["alpha"].nunique() > 1
     assert meta["test_fraction"] == config["test_fraction"] and meta["heldout_draws"] == config["heldout_draws"]
     assert meta["heldout_points"] == round(config["test_fraction"] * 300)  # chang2013-tiny
+    # the prior-sensitivity experiment: every grid point, and its section in the report
+    block = config["priors"]
+    priors = pd.read_csv(workdir / "results/priors.csv")
+    assert len(priors) == len(block["datasets"]) * 2 * (len(block["alphas"]) + 1) * len(block["seeds"])
+    assert "<section id='priors'>" in (workdir / "results/report/index.html").read_text()
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -2,26 +2,30 @@
 # job that writes results/priors.csv, which the report shows. `shell:` + `python -m`, never
 # `script:` (as run.smk). Without a `priors` block there is no rule and no section.
 import json
+import os
 import shlex
 
 from dpmmbench.workflows.scripts.prior_sensitivity import check_spec
 
+if config.get("priors"):
+    check_spec(config["priors"])  # a bad block stops the workflow before any job
+
 #: the prior-sensitivity table, or nothing when the config has no `priors` block
 PRIORS_CSV = ["results/priors.csv"] if config.get("priors") else []
-
-
-def priors_manifests():
-    """Raw-data manifests of the downloaded datasets the experiment reads (fetched first)."""
-    builders = (resolve_dataset(entry["dataset"])[0] for entry in config["priors"]["datasets"].values())
-    return sorted({RAW_MANIFEST.format(source=b.name) for b in builders if b.fetch is not None})
+PRIORS_DATASETS = list(((config.get("priors") or {}).get("datasets") or {}).values())
+#: raw-data manifests of the downloaded datasets the experiment reads (fetched first)
+PRIORS_MANIFESTS = sorted({
+    RAW_MANIFEST.format(source=builder.name)
+    for builder in (resolve_dataset(entry["dataset"])[0] for entry in PRIORS_DATASETS)
+    if builder.fetch is not None
+})
 
 
 if PRIORS_CSV:
-    check_spec(config["priors"])  # a bad block stops the workflow before any job
 
     rule prior_sensitivity:
         input:
-            priors_manifests(),
+            PRIORS_MANIFESTS,
         output:
             PRIORS_CSV[0],
         log:
@@ -30,7 +34,8 @@ if PRIORS_CSV:
         params:
             python=PYTHON,
             spec=json.dumps(config["priors"]),
-            data_dir=DATA_DIR,
+            # the data folder, from where the manifests are (DATA_DIR when nothing is fetched)
+            data_dir=lambda wc, input: os.path.dirname(os.path.dirname(input[0])) if input else DATA_DIR,
         conda:
             SOFTWARE_ENV
         shell:

@@ -96,10 +96,10 @@ def check_spec(spec: dict) -> dict:
             raise ValueError(f"{where}: expected {{dataset, algorithm, iterations[, options]}}, got {entry!r}")
         if set(entry) - DATASET_KEYS:
             raise ValueError(f"{where}: unknown key(s) {sorted(set(entry) - DATASET_KEYS)}")
-        datasets.canonical_name(entry["dataset"])  # an unknown name or parameter fails here
-        cls = algorithms.get(entry["algorithm"])
         options = dict(entry.get("options") or {})
         try:
+            datasets.canonical_name(entry["dataset"])  # an unknown name or parameter fails here
+            cls = algorithms.get(entry["algorithm"])
             resolve_options(cls.name, cls.options, options)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from None
@@ -143,8 +143,29 @@ def _describe(family) -> str:
     return repr(family)
 
 
-def run_chain(family, train, X_test, algorithm, alpha, alpha_prior, seed, iterations, draws, options=None) -> dict:
+def score_chain(family, train, X_test, algorithm, alpha, alpha_prior, seed, iterations, draws, options=None) -> dict:
     """One chain on ``train`` and its scores.
+
+    Parameters
+    ----------
+    family : algorithms.families.Family
+        The prior of the chain.
+    train : datasets.Dataset
+        The training part of the split (its labels, if any, give the NMI).
+    X_test : array_like or scipy.sparse.csr_matrix
+        The held-out points.
+    algorithm : str
+        Registry name of the sampler.
+    alpha : float
+        The concentration (the starting value when ``alpha_prior`` is given).
+    alpha_prior : (float, float) or None
+        Gamma (shape, rate) prior under which alpha is learned; None: alpha fixed.
+    seed, iterations : int
+        The chain's seed and number of steps (from one cluster).
+    draws : int
+        Last states averaged in the held-out density (at most ``iterations``).
+    options : dict, optional
+        The sampler's options.
 
     Returns
     -------
@@ -204,7 +225,7 @@ def sensitivity(spec: dict, log=None) -> pd.DataFrame:
                 settings = [("fixed", a, None) for a in spec["alphas"]]
                 settings.append(("learned", RUN_DEFAULTS["alpha"], (shape, rate)))
                 for mode, alpha, alpha_prior in settings:
-                    scores = run_chain(family, train, test.X, entry["algorithm"], alpha, alpha_prior, seed,
+                    scores = score_chain(family, train, test.X, entry["algorithm"], alpha, alpha_prior, seed,
                                        entry["iterations"], draws, entry["options"])
                     rows.append({"dataset": key, "dataset_name": data.name, "algorithm": entry["algorithm"],
                                  "prior": prior, "prior_detail": detail, "alpha_mode": mode, "alpha": alpha,
