@@ -14,6 +14,7 @@ iteration than with 1 on the full set.
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 
@@ -117,7 +118,7 @@ class ConsPooledStep:
         gids, index, _ = a.groups()
         self.rows, self.labels, self.G = a.rows, index, len(gids)
         self.ws = ck.workspace(self.rows)
-        self.model, self.log_alpha = self.chain.sampler.model, self.chain.sampler.log_alpha
+        self.model, self.log_alpha = self.chain.sampler.model, math.log(self.chain.state.alpha)
         self.time_tables(dataset)
         self.time_mcmc_100_steps(dataset)
 

@@ -19,7 +19,7 @@ from dpmmbench.algorithms.slice_mr import SliceMapReduce
 
 #: points of the data set the failing samplers run on (more than the driver's warm-up uses,
 #: so that only the timed chain fails)
-N_POINTS = 300
+N_POINTS = 300  #: the failing runs hold nothing out (test_fraction=0), so the chain sees all of them
 #: the iteration whose step fails
 FAIL_AT = 3
 

@@ -260,10 +260,11 @@ def test_hungarian_matching_is_optimal_and_one_to_one():
     rows = fam.stats_to_rows(fam.stats(ds.X, halves, 6))
     existing, new = rows[[0, 2, 4]], rows[[1, 1, 3]]  # first halves; second halves of clusters 0, 0, 1
     L = ck.log_marginal_rows(model, existing)
-    state = cons.ConsState.__new__(cons.ConsState)  # only the atoms and the id counter are used
+    state = cons.ConsState.__new__(cons.ConsState)  # only the atoms, the id counter and alpha are used
     state.atoms = cons.Atoms(np.vstack([existing, new]), np.zeros(6, dtype=np.int64), np.arange(6),
                              np.array([10, 11, 12, -1, -1, -1]))
     state.next_gid = 13
+    state.alpha = 1.0  # log rho at log alpha = 0, as the brute force below
     sampler = algorithms.make("cons-hung", family=fam)
     merges = sampler._hungarian(state, np.arange(3, 6), np.array([10, 11, 12]), existing, L)
     got = state.atoms.gid[3:]

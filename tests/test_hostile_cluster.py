@@ -120,7 +120,7 @@ def test_a_sharded_run_that_fails_writes_its_partial_trace_marked_failed(tmp_pat
     out = tmp_path / "trace.parquet"
     start = time.perf_counter()
     with dask.config.set({"dpmmbench.retries": 1}), pytest.raises(ShardFailedError, match="shard 1 failed"):
-        driver.run("slice-mr", DATASET, 6, seed=1, workers=2, out=out)
+        driver.run("slice-mr", DATASET, 6, seed=1, workers=2, test_fraction=0, out=out)
     assert time.perf_counter() - start < 90
     assert attempts(marker) == 2
     trace, meta = read_trace(out)
@@ -134,7 +134,7 @@ def test_a_serial_run_that_fails_in_its_worker_writes_its_partial_trace(tmp_path
     monkeypatch.setattr(algorithms, "get", lambda name: hc.FailingGibbs)
     out = tmp_path / "trace.csv"
     with pytest.raises(ArithmeticError, match="the step failed on purpose"):
-        driver.run("gibbs", DATASET, 6, seed=1, workers=1, out=out)
+        driver.run("gibbs", DATASET, 6, seed=1, workers=1, test_fraction=0, out=out)
     trace, meta = read_trace(out)
     assert list(trace["iteration"]) == list(range(hc.FAIL_AT))
     assert meta["status"] == "failed" and meta["error"] == "ArithmeticError: the step failed on purpose"
