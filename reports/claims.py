@@ -2,9 +2,13 @@
 
 Each check reads only the run table and traces built by :func:`reports.report.load_runs`
 and returns a :class:`Claim`: the claim in words, what this grid measured, the criterion
-used, and a verdict -- ``held``, ``did not hold`` or ``could not be checked`` (then the
-summary names the runs that are missing). Verdicts are about this grid, whose sizes and
-budgets are usually far below the papers'.
+used, and a verdict -- ``held``, ``did not hold``, ``not decided at this budget`` or ``could
+not be checked`` (then the summary names the runs that are missing).
+
+Each claim declares its :class:`Scope`: the data size, sampler time and worker count from
+which it applies (docs/design.md "Claims and verdicts"). Runs below the scope are still
+measured and shown, but only runs within it give "held" or "did not hold"; a grid with none
+gets "not decided at this budget" and a summary that names what it would take.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-HELD, FAILED, UNCHECKED = "held", "did not hold", "could not be checked"
+HELD, FAILED, UNDECIDED, UNCHECKED = "held", "did not hold", "not decided at this budget", "could not be checked"
 
 #: Chang & Fisher (2013): their samplers, the baselines they report stuck, and their data
 CHANG_SUBCLUSTER = ("subc", "subc-supc")
@@ -32,16 +36,78 @@ WANG_COMPARATORS = ("auxvar", "subc")
 WANG_FACTOR = 10.0
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Where a claim applies: the data size, sampler time and worker count from which its
+    verdict is about the claim rather than about a budget too small to show it."""
+
+    points: int = 0  #: points of the data set (training and held-out together), at least
+    time_s: float = 0.0  #: median sampler time of every compared sampler's chains, at least
+    workers: int = 1  #: Dask workers of the compared runs, at least
+    why: str = ""  #: why there, in words
+
+    def describe(self) -> str:
+        """The requirement in words, e.g. 'at least 100,000 points and 5 s of sampler time'."""
+        parts = [f"at least {self.points:,} points" if self.points > 1 else "",
+                 f"{self.time_s:g} s of sampler time per chain" if self.time_s > 0 else "",
+                 f"runs on {self.workers} or more workers" if self.workers > 1 else ""]
+        return _names([p for p in parts if p]) or "any data and budget"
+
+    def shortfall(self, points: float, times: dict) -> list:
+        """What the runs on one data set lack, in words; empty when they are within the scope.
+
+        Parameters
+        ----------
+        points : float
+            The data set's size (NaN when the traces do not record it: then it falls short).
+        times : dict
+            Compared label -> median sampler time (s) of its chains.
+        """
+        short = []
+        if self.points > 1 and not points >= self.points:
+            have = "an unrecorded number of points" if np.isnan(points) else f"{points:,.0f} points"
+            short.append(f"{have} (needs {self.points:,})")
+        slow = [f"{label} {time:.3g} s" for label, time in times.items() if not time >= self.time_s]
+        if slow:
+            short.append(f"sampler time {', '.join(slow)} (needs {self.time_s:g} s)")
+        return short
+
+    def undecided(self, notes) -> str:
+        """The summary of a claim that no run of the grid was in scope to decide."""
+        return (f"Not decided at this budget: the claim applies from {self.describe()} ({self.why}). "
+                f"Below that, this grid measured: {' '.join(notes)}")
+
+
+#: Chang & Fisher: the paper's synthetic set has 100,000 points; from one cluster there, every
+#: sub-cluster chain measured here was at the plateau within 5 s (docs/design.md "Claims and verdicts")
+CHANG_SCOPE = Scope(points=100_000, time_s=5.0,
+                    why="the paper's synthetic set has 100,000 points, and from one cluster the sub-cluster "
+                        "samplers need a few seconds of splits to reach the plateau there; a shorter chain "
+                        "does not count")
+#: Daumé: the paper's smallest data set (3,000 MNIST images); the time is the search's own,
+#: so a baseline counts only when its chains ran at least as long as the search
+DAUME_SCOPE = Scope(points=3_000, why="the paper's smallest data set, 3,000 MNIST images, with baseline chains that "
+                                      "run at least as long as the search; on fewer points a Gibbs sweep is so "
+                                      "cheap that equal time means many sweeps")
+#: Wang & Lin: traffic between workers needs workers; auxvar's traffic grows with the data (it
+#: moves clusters with their points), the consolidation samplers' with the clusters only
+WANG_SCOPE = Scope(points=12_800, workers=2,
+                   why="traffic between workers needs two or more of them, and the auxiliary-variable sampler's "
+                       "traffic grows with the data while consolidation's does not: a tenth of the paper's "
+                       "synthetic set of 128,000 points at least")
+
+
 @dataclass
 class Claim:
     """A paper's headline claim and what this grid made of it."""
 
     paper: str  #: citation
     claim: str  #: the claim, in words
-    verdict: str  #: HELD, FAILED or UNCHECKED
+    verdict: str  #: HELD, FAILED, UNDECIDED or UNCHECKED
     summary: str  #: what was measured, or which runs are missing
     criterion: str = ""  #: how the verdict was decided
     table: pd.DataFrame | None = None  #: the numbers behind the verdict
+    scope: Scope | None = None  #: where the claim applies
 
 
 def check_claims(frame: pd.DataFrame, runs: pd.DataFrame) -> list:
@@ -75,12 +141,13 @@ def chang2013(runs: pd.DataFrame) -> Claim:
     criterion = (f"Plateau = best final log joint of any run on the data set; a chain is at the plateau when its "
                  f"final log joint is within {PLATEAU_RTOL:g} x |plateau| of it. Held when every sub-cluster "
                  f"sampler's median chain is at the plateau, every baseline's median chain is below it, and every "
-                 f"sub-cluster sampler's median final VI to the truth is below every baseline's.")
+                 f"sub-cluster sampler's median final VI to the truth is below every baseline's, on every data set "
+                 f"of {CHANG_SCOPE.describe()}.")
     data = runs[runs["dataset"].str.startswith(CHANG_DATA) & runs["final_vi"].notna()]
     if data.empty:
         return Claim(paper, claim, UNCHECKED, f"No run on Chang & Fisher's synthetic data ({CHANG_DATA}) with "
                                                "ground truth in this grid.", criterion)
-    rows, verdicts, notes = [], [], []
+    rows, verdicts, notes, below = [], [], [], []
     for dataset, ds_runs in data.groupby("dataset", sort=False):
         plateau = float(ds_runs["final_log_joint"].max())
         leader = ds_runs.loc[ds_runs["final_log_joint"].idxmax()]
@@ -100,32 +167,56 @@ def chang2013(runs: pd.DataFrame) -> Claim:
         subs, bases = groups.get("sub-cluster", []), groups.get("baseline", [])
         if not subs or not bases:
             continue
-        sub_ok = [e["algorithm"] for e in subs if e["final log joint"] >= plateau - tol]
-        sub_short = [e["algorithm"] for e in subs if e["final log joint"] < plateau - tol]
-        base_reached = [e["algorithm"] for e in bases if e["final log joint"] >= plateau - tol]
-        vi_worse = [(s["algorithm"], b["algorithm"]) for s in subs for b in bases if not s["final VI"] < b["final VI"]]
-        ok = not sub_short and not base_reached and not vi_worse
-        verdicts.append(ok)
-        text = f"On {dataset} (plateau {plateau:,.1f} nats, reached by {leader['label']} seed {leader['seed']}): "
-        text += (f"{_names(sub_ok)} ended at the plateau" if sub_ok else "no sub-cluster sampler reached the plateau")
-        if sub_short:
-            text += f"; {_names(sub_short)} ended below it"
-        stuck = [e["algorithm"] for e in bases if e["algorithm"] not in base_reached]
-        if stuck:
-            text += f"; {_names(stuck)} stayed below it"
-        if base_reached:
-            text += f"; {_names(base_reached)} reached it too"
-        if vi_worse:
-            text += "; VI not lower for " + ", ".join(f"{s} vs {b}" for s, b in vi_worse)
-        notes.append(text + ".")
+        # a chain shorter than the claim's budget does not count; the data set decides when
+        # it is large enough and a sub-cluster sampler and a baseline both ran long enough
+        points = _points(ds_runs)
+        short = CHANG_SCOPE.shortfall(points, {})
+        for entry in subs + bases:
+            entry["decides"] = not short and entry["sampler time (s)"] >= CHANG_SCOPE.time_s
+        counted_subs, counted_bases = [e for e in subs if e["decides"]], [e for e in bases if e["decides"]]
+        head = f"On {dataset} (plateau {plateau:,.1f} nats, reached by {leader['label']} seed {leader['seed']}): "
+        if counted_subs and counted_bases:
+            ok, text = _chang_outcome(counted_subs, counted_bases, plateau, tol)
+            brief = [e["algorithm"] for e in subs + bases if not e["decides"]]
+            if brief:
+                text += f" (not counted, shorter than {CHANG_SCOPE.time_s:g} s: {_names(brief)})"
+            verdicts.append(ok)
+            notes.append(head + text + ".")
+        else:
+            short = CHANG_SCOPE.shortfall(points, {e["algorithm"]: e["sampler time (s)"] for e in subs + bases})
+            below.append(f"{head}{_chang_outcome(subs, bases, plateau, tol)[1]} (below the claim's scale: "
+                         f"{'; '.join(short)}).")
     missing = _absence([n for n in CHANG_SUBCLUSTER + CHANG_BASELINES if n not in set(data["algorithm"])], runs)
     table = pd.DataFrame(rows) if rows else None
-    if not verdicts:
-        return Claim(paper, claim, UNCHECKED, f"A sub-cluster sampler and a baseline are both needed on {CHANG_DATA} "
-                                               f"data with ground truth. Missing: {missing or 'none'}.", criterion,
-                     table)
-    summary = " ".join(notes) + (f" Missing from this grid: {missing}." if missing else "")
-    return Claim(paper, claim, HELD if all(verdicts) else FAILED, summary, criterion, table)
+    absent = f" Missing from this grid: {missing}." if missing else ""
+    if verdicts:
+        summary = " ".join(notes + (["Not counted:", *below] if below else [])) + absent
+        return Claim(paper, claim, HELD if all(verdicts) else FAILED, summary, criterion, table, CHANG_SCOPE)
+    if below:
+        return Claim(paper, claim, UNDECIDED, CHANG_SCOPE.undecided(below) + absent, criterion, table, CHANG_SCOPE)
+    return Claim(paper, claim, UNCHECKED, f"A sub-cluster sampler and a baseline are both needed on {CHANG_DATA} "
+                                           f"data with ground truth. Missing: {missing or 'none'}.", criterion, table,
+                 CHANG_SCOPE)
+
+
+def _chang_outcome(subs, bases, plateau, tol):
+    """Whether Chang & Fisher's claim held among these sub-cluster and baseline entries, and
+    what happened, in words."""
+    sub_ok = [e["algorithm"] for e in subs if e["final log joint"] >= plateau - tol]
+    sub_short = [e["algorithm"] for e in subs if e["final log joint"] < plateau - tol]
+    base_reached = [e["algorithm"] for e in bases if e["final log joint"] >= plateau - tol]
+    vi_worse = [(s["algorithm"], b["algorithm"]) for s in subs for b in bases if not s["final VI"] < b["final VI"]]
+    text = f"{_names(sub_ok)} ended at the plateau" if sub_ok else "no sub-cluster sampler reached the plateau"
+    if sub_short:
+        text += f"; {_names(sub_short)} ended below it"
+    stuck = [e["algorithm"] for e in bases if e["algorithm"] not in base_reached]
+    if stuck:
+        text += f"; {_names(stuck)} stayed below it"
+    if base_reached:
+        text += f"; {_names(base_reached)} reached it too"
+    if vi_worse:
+        text += "; VI not lower for " + ", ".join(f"{s} vs {b}" for s, b in vi_worse)
+    return not sub_short and not base_reached and not vi_worse, text
 
 
 # ---- Daumé 2007 ------------------------------------------------------------------------------
@@ -137,8 +228,9 @@ def daume2007(frame: pd.DataFrame, runs: pd.DataFrame) -> Claim:
              "joint than collapsed Gibbs (and Gibbs with split-merge moves) reach in the same wall time.")
     criterion = ("Each baseline chain is read at the search's finishing time (median over the search's seeds): its "
                  "log joint is that of its last iteration completed by then. Held when the search's median log "
-                 "joint is above every baseline's median there. A baseline whose chains all ended before that "
-                 "time is inconclusive: it was given less time than the search.")
+                 "joint is above every baseline's median there, on every data set of "
+                 f"{DAUME_SCOPE.describe()}. A baseline whose chains all ended before that time is inconclusive: "
+                 "it was given less time than the search.")
     search = runs[(runs["algorithm"] == DAUME_SEARCH) & runs["search_s"].notna()]
     search = search[pd.Series([_option(r, "heuristic") == DAUME_HEURISTIC for r in search.itertuples()],
                               index=search.index, dtype=bool)]
@@ -146,6 +238,7 @@ def daume2007(frame: pd.DataFrame, runs: pd.DataFrame) -> Claim:
     for (dataset, s_label), s_runs in search.groupby(["dataset", "label"], sort=False):
         at = float(s_runs["search_s"].median())
         value = float(s_runs["final_log_joint"].median())
+        short = DAUME_SCOPE.shortfall(_points(runs[runs["dataset"] == dataset]), {})
         rows.append({"dataset": dataset, "algorithm": s_label, "seeds": len(s_runs), "compared at (s)": at,
                      "log joint at that time": value, "chain ran to (s)": float(s_runs["time_s"].median()),
                      "outcome": "(the search)"})
@@ -159,37 +252,37 @@ def daume2007(frame: pd.DataFrame, runs: pd.DataFrame) -> Claim:
                 lengths.append(float(chain["time_s"].iloc[-1]))
             b_value = float(np.median(values))
             if max(lengths) < at:
-                outcome, result = f"inconclusive: {label} ran only {max(lengths):.3g} s", None
+                outcome, result = f"inconclusive: {label} ran only {max(lengths):.3g} s, less than the search", None
             elif value > b_value:
                 outcome, result = f"{s_label} higher by {value - b_value:,.1f} nats", True
             elif value == b_value:
                 outcome, result = "tie: the same log joint (not higher)", False
             else:
                 outcome, result = f"{label} higher by {b_value - value:,.1f} nats", False
+            if short and result is not None:
+                outcome, result = f"{outcome} (below the claim's scale: {'; '.join(short)})", None
             outcomes.append((dataset, f"{s_label} vs {label}", result, outcome))
             rows.append({"dataset": dataset, "algorithm": label, "seeds": len(b_runs), "compared at (s)": at,
                          "log joint at that time": b_value, "chain ran to (s)": float(np.median(lengths)),
                          "outcome": outcome})
     table = pd.DataFrame(rows) if rows else None
+    measured = [f"On {d}, {pair}: {text}." for d, pair, _, text in outcomes]
     conclusive = [o for o in outcomes if o[2] is not None]
-    if not conclusive:
-        missing = []
-        if search.empty:
-            why = ("its runs used another heuristic" if DAUME_SEARCH in set(runs["algorithm"])
-                   else _absence([DAUME_SEARCH], runs))
-            missing.append(f"no {DAUME_SEARCH} run with heuristic={DAUME_HEURISTIC} ({why})")
-        elif not outcomes:
-            searched = set(runs.loc[runs["dataset"].isin(search["dataset"]), "algorithm"])
-            absent = [n for n in DAUME_BASELINES if n not in searched]
-            missing.append(f"no {' or '.join(DAUME_BASELINES)} run on the searched data set(s) "
-                           f"({_absence(absent, runs, 'ran, but not on the searched data')})")
-        else:
-            missing.append("every baseline chain ended before the search finished (give them more iterations "
-                           "or a time budget)")
-        return Claim(paper, claim, UNCHECKED, "; ".join(missing).capitalize() + ".", criterion, table)
-    summary = " ".join(f"On {d}, {pair}: {text}." for d, pair, _, text in outcomes)
-    verdict = HELD if all(o[2] for o in conclusive) else FAILED
-    return Claim(paper, claim, verdict, summary, criterion, table)
+    if conclusive:
+        verdict = HELD if all(o[2] for o in conclusive) else FAILED
+        return Claim(paper, claim, verdict, " ".join(measured), criterion, table, DAUME_SCOPE)
+    if outcomes:
+        return Claim(paper, claim, UNDECIDED, DAUME_SCOPE.undecided(measured), criterion, table, DAUME_SCOPE)
+    if search.empty:
+        why = ("its runs used another heuristic" if DAUME_SEARCH in set(runs["algorithm"])
+               else _absence([DAUME_SEARCH], runs))
+        missing = f"no {DAUME_SEARCH} run with heuristic={DAUME_HEURISTIC} ({why})"
+    else:
+        searched = set(runs.loc[runs["dataset"].isin(search["dataset"]), "algorithm"])
+        absent = [n for n in DAUME_BASELINES if n not in searched]
+        missing = (f"no {' or '.join(DAUME_BASELINES)} run on the searched data set(s) "
+                   f"({_absence(absent, runs, 'ran, but not on the searched data')})")
+    return Claim(paper, claim, UNCHECKED, missing.capitalize() + ".", criterion, table, DAUME_SCOPE)
 
 
 def _option(run, key):
@@ -212,40 +305,68 @@ def wang2017(runs: pd.DataFrame) -> Claim:
     paper = "Wang & Lin 2017, Scalable distributed inference of DP mixture models (consolidation)"
     claim = ("Across workers, the consolidation samplers (Prog, Pooled, Async, Hung) move orders of magnitude fewer "
              "bytes per iteration than the auxiliary-variable sampler (AV) and sub-clusters (SubC).")
-    criterion = (f"Bytes per iteration (sent + received, median over seeds of each chain's mean) of the runs on 2 or "
-                 f"more workers, on each data set where both kinds ran so: held when every comparator moves at least "
-                 f"{WANG_FACTOR:g}x the bytes of every consolidation sampler.")
+    criterion = (f"Bytes per iteration (sent + received, median over seeds of each chain's mean) of the runs on "
+                 f"{WANG_SCOPE.workers} or more workers, on each data set of {WANG_SCOPE.describe()} where both kinds "
+                 f"ran so: held when every comparator moves at least {WANG_FACTOR:g}x the bytes of every "
+                 f"consolidation sampler.")
     # the claim is about traffic between workers: a 1-worker run's bytes go to its one shard
-    # (and auxvar moves no cluster there), so only runs on 2 or more workers are compared
-    talking = runs[(runs["bytes"].fillna(0) > 0) & (runs["workers"] >= 2)]
-    cons = talking[talking["algorithm"].str.startswith("cons-")]
-    comp = talking[talking["algorithm"].map(lambda a: any(a == c or a.startswith(c + "-") for c in WANG_COMPARATORS))]
-    rows, verdicts = [], []
+    # (and auxvar moves no cluster there), so only runs on enough workers are compared
+    kind = runs["algorithm"].map(_wang_kind)
+    talking = runs[kind.notna() & (runs["bytes"].fillna(0) > 0) & (runs["workers"] >= WANG_SCOPE.workers)]
+    rows, verdicts, below = [], [], []
     for dataset in dict.fromkeys(talking["dataset"]):
-        c_bytes = cons[cons["dataset"] == dataset].groupby("label", sort=False)["bytes"].median()
-        o_bytes = comp[comp["dataset"] == dataset].groupby("label", sort=False)["bytes"].median()
+        here = talking[talking["dataset"] == dataset]
+        c_bytes = here[kind[here.index] == "consolidation"].groupby("label", sort=False)["bytes"].median()
+        o_bytes = here[kind[here.index] == "comparator"].groupby("label", sort=False)["bytes"].median()
         for label, value in list(c_bytes.items()) + list(o_bytes.items()):
             rows.append({"dataset": dataset, "algorithm": label,
                          "kind": "consolidation" if label in c_bytes.index else "comparator",
                          "bytes / iteration": float(value)})
         if len(c_bytes) and len(o_bytes):
             ratio = float(o_bytes.min() / c_bytes.max())
-            verdicts.append((dataset, ratio))
+            text = (f"On {dataset}: the least-communicating comparator moves {ratio:.3g}x the bytes of the most-"
+                    f"communicating consolidation sampler")
+            short = WANG_SCOPE.shortfall(_points(runs[runs["dataset"] == dataset]), {})
+            if short:
+                below.append(f"{text} (below the claim's scale: {'; '.join(short)}).")
+            else:
+                verdicts.append((text + ".", ratio))
     table = pd.DataFrame(rows) if rows else None
-    if not verdicts:
-        parts = ["No data set has both a consolidation sampler and a comparator that sent bytes across workers."]
-        for names, kind in ((WANG_CONSOLIDATION, "Consolidation samplers"), (WANG_COMPARATORS, "Comparators")):
-            absent = [n for n in names if n not in set(talking["algorithm"])]
-            if absent:
-                parts.append(f"{kind}: {_absence(absent, runs, 'ran on one worker only, or sent no bytes')}.")
-        return Claim(paper, claim, UNCHECKED, " ".join(parts), criterion, table)
-    summary = " ".join(f"On {d}: the least-communicating comparator moves {r:.3g}x the bytes of the most-"
-                       f"communicating consolidation sampler." for d, r in verdicts)
-    verdict = HELD if all(r >= WANG_FACTOR for _, r in verdicts) else FAILED
-    return Claim(paper, claim, verdict, summary, criterion, table)
+    if verdicts:
+        summary = " ".join([t for t, _ in verdicts] + (["Not counted:", *below] if below else []))
+        verdict = HELD if all(r >= WANG_FACTOR for _, r in verdicts) else FAILED
+        return Claim(paper, claim, verdict, summary, criterion, table, WANG_SCOPE)
+    few = runs[kind.notna() & (runs["workers"] < WANG_SCOPE.workers)]
+    if not below and set(kind[few.index]) == {"consolidation", "comparator"}:
+        below.append(f"{_names(sorted(set(few['label'])))} ran on fewer than {WANG_SCOPE.workers} workers only.")
+    if below:
+        return Claim(paper, claim, UNDECIDED, WANG_SCOPE.undecided(below), criterion, table, WANG_SCOPE)
+    parts = ["No data set has both a consolidation sampler and a comparator that sent bytes across workers."]
+    for names, kind_name in ((WANG_CONSOLIDATION, "Consolidation samplers"), (WANG_COMPARATORS, "Comparators")):
+        absent = [n for n in names if n not in set(talking["algorithm"])]
+        if absent:
+            parts.append(f"{kind_name}: {_absence(absent, runs, 'ran on one worker only, or sent no bytes')}.")
+    return Claim(paper, claim, UNCHECKED, " ".join(parts), criterion, table, WANG_SCOPE)
+
+
+def _wang_kind(algorithm: str):
+    """'consolidation', 'comparator' or None: the role of a registry name in Wang & Lin's claim."""
+    if algorithm.startswith("cons-"):
+        return "consolidation"
+    if any(algorithm == c or algorithm.startswith(c + "-") for c in WANG_COMPARATORS):
+        return "comparator"
+    return None
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+def _points(runs: pd.DataFrame) -> float:
+    """The size of the runs' data set (training plus held-out points) from their metadata;
+    NaN when the traces do not record it."""
+    sizes = [float(m["n_points"]) + float(m.get("heldout_points") or 0)
+             for m in (runs["meta"] if "meta" in runs else []) if isinstance(m, dict) and m.get("n_points")]
+    return max(sizes) if sizes else float("nan")
+
+
 def _names(names) -> str:
     names = list(names)
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

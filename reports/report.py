@@ -369,16 +369,21 @@ def _priors_section(path) -> str:
 
 def _claims_section(found) -> str:
     parts = ["<section id='claims'><h2>Claims of the papers</h2>",
-             "<p>Each paper's headline claim, what this run measured, and whether it held here. A verdict "
-             "depends on this grid's sizes and budgets, which are usually far below the papers'.</p>"]
+             "<p>Each paper's headline claim, what this run measured, and whether it held here. Each claim "
+             "applies from a declared data size and budget; runs below it are shown but decide nothing, and "
+             "a claim with no run at that scale is not decided at this budget.</p>"]
     for claim in found:
-        cls = {"held": "held", "did not hold": "failed"}.get(claim.verdict, "unchecked")
+        cls = {"held": "held", "did not hold": "failed", "not decided at this budget": "undecided"}.get(
+            claim.verdict, "unchecked")
         parts.append(f"<article class='claim'><h3>{html.escape(claim.paper)} "
                      f"<span class='verdict {cls}'>{html.escape(claim.verdict)}</span></h3>"
                      f"<p class='quote'>{html.escape(claim.claim)}</p>"
                      f"<p><b>Measured.</b> {html.escape(claim.summary)}</p>")
         if claim.criterion:
             parts.append(f"<p class='note'><b>Criterion.</b> {html.escape(claim.criterion)}</p>")
+        if claim.scope is not None:
+            parts.append(f"<p class='note'><b>Applies from.</b> {html.escape(claim.scope.describe())}: "
+                         f"{html.escape(claim.scope.why)}.</p>")
         if claim.table is not None and not claim.table.empty:
             parts.append(_frame_table(claim.table))
         parts.append("</article>")
@@ -815,7 +820,7 @@ figcaption{font-size:.88rem;color:#57606a;margin-top:.3rem}
 .claim{border:1px solid #d0d7de;border-radius:6px;padding:.2rem 1rem .6rem;margin:1rem 0}
 .quote{font-style:italic}
 .verdict{font-size:.8rem;padding:.1rem .5rem;border-radius:1rem;margin-left:.5rem;vertical-align:middle;color:#fff}
-.verdict.held{background:#1a7f37}.verdict.failed{background:#cf222e}.verdict.unchecked{background:#6e7781}
+.verdict.held{background:#1a7f37}.verdict.failed{background:#cf222e}.verdict.unchecked{background:#6e7781}.verdict.undecided{background:#9a6700}
 pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.85rem}
 """
 

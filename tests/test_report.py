@@ -203,29 +203,27 @@ def test_claims_are_measured_or_say_what_is_missing(traces):
     frame, runs = load_runs(traces)
     chang, daume, wang = claims.check_claims(frame, runs)
 
-    # Chang & Fisher: subc and gibbs ran on their synthetic data, fsd and gibbs-supercluster did not
-    assert chang.verdict in (claims.HELD, claims.FAILED)
+    # Chang & Fisher: subc and gibbs ran on their synthetic data, fsd and gibbs-supercluster did
+    # not; 200 points and a few iterations are far below the claim's scale: measured, not decided
+    assert chang.verdict == claims.UNDECIDED
     assert "fsd" in chang.summary and "gibbs-supercluster" in chang.summary and "not in this grid" in chang.summary
     plateau = runs.loc[runs["dataset"] == DATA, "final_log_joint"].max()
+    assert f"{len(datasets.load(DATA).X):,} points (needs {claims.CHANG_SCOPE.points:,})" in chang.summary
     assert f"plateau {plateau:,.1f} nats" in chang.summary
 
     # Daumé: the search against each gibbs label at the search's finishing time, recomputed here
     search = runs[(runs["algorithm"] == "search") & (runs["dataset"] == DATA)]
-    at, found = search["search_s"].median(), search["final_log_joint"].median()
-    comparisons = []
+    at = search["search_s"].median()
     for label in ("gibbs", "gibbs (2 workers)"):
-        values, ended = [], []
+        values = []
         for run in runs.loc[(runs["label"] == label) & (runs["dataset"] == DATA), "run"]:
             chain = frame[frame["run"] == run].sort_values("iteration")
             done = chain[chain["time_s"] <= at]
             values.append((done if len(done) else chain.iloc[:1])["log_joint"].iloc[-1])
-            ended.append(chain["time_s"].iloc[-1])
         row = daume.table[daume.table["algorithm"] == label].iloc[0]
         assert row["log joint at that time"] == pytest.approx(np.median(values))
-        if max(ended) >= at:  # the chain ran at least as long as the search: a fair comparison
-            comparisons.append(found > np.median(values))
-    expected = claims.UNCHECKED if not comparisons else claims.HELD if all(comparisons) else claims.FAILED
-    assert daume.verdict == expected
+    # 200 points: below the claim's scale, every comparison is measured but none decides
+    assert daume.verdict == claims.UNDECIDED and f"(needs {claims.DAUME_SCOPE.points:,})" in daume.summary
 
     # Wang & Lin: no consolidation sampler communicated, and the summary says why
     assert wang.verdict == claims.UNCHECKED
@@ -311,7 +309,9 @@ def test_wang_claim_compares_traffic_across_workers_only(scaling_traces):
     assert set(wang.table["algorithm"]) == {"auxvar (2 workers)", "cons-prog (2 workers)"}
     bytes_of = runs[runs["workers"] == 2].set_index("algorithm")["bytes"]
     assert f"moves {bytes_of['auxvar'] / bytes_of['cons-prog']:.3g}x the bytes" in wang.summary
-    assert wang.verdict == (claims.HELD if bytes_of["auxvar"] >= 10 * bytes_of["cons-prog"] else claims.FAILED)
+    # traces that do not record their data size (200 points here) are not at the claim's scale:
+    # the ratio is measured, the claim not decided
+    assert wang.verdict == claims.UNDECIDED and f"(needs {claims.WANG_SCOPE.points:,})" in wang.summary
 
 
 @pytest.mark.slow

@@ -44,7 +44,9 @@ def expected_grid(config):
     workers = sorted(workers) if isinstance(workers, list) else [workers]
     grid = []
     for name, spec in [(n, {"algorithm": n}) for n in names] + list(config.get("variants", {}).items()):
-        counts = workers if algorithms.get(spec["algorithm"]).supports_backend else workers[:1]
+        own = spec.get("workers", workers)  # a variant may have its own worker counts
+        own = sorted(own) if isinstance(own, list) else [own]
+        counts = own if algorithms.get(spec["algorithm"]).supports_backend else own[:1]
         grid += [(d, name, w) for d in spec.get("datasets", config["datasets"]) for w in counts]
     return grid
 
@@ -148,6 +150,7 @@ def test_bad_config_stops_before_any_job(tmp_path, edit, message):
 def test_config_schema_agrees_with_the_run_parameters():
     """The schema is the config file's boundary, RUN_PARAMETERS the runs': every run parameter
     the schema admits is a valid run parameter (the config may narrow a constraint, never
+    ({"variants": {"g": {"algorithm": "auxvar", "workers": [2, 0]}}}, "workers"),
     widen it), and the schema declares no default of its own."""
     schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
     props = schema["properties"]
@@ -164,7 +167,8 @@ def test_config_schema_agrees_with_the_run_parameters():
         "alpha": [props["alpha"], variant["alpha"]],
         "alpha_prior": [pair["items"]],
         "init_clusters": [props["init_clusters"]],
-        "workers": [form.get("items", form) for form in dask["workers"]["oneOf"]],
+        "workers": [form.get("items", form) for node in (dask["workers"], variant["workers"])
+                    for form in node["oneOf"]],
         "threads": [dask["threads"]],
         "test_fraction": [props["test_fraction"]],
         "split_seed": [props["split_seed"]],

@@ -67,9 +67,12 @@ def check_values(config: dict) -> None:
             if key in variant:
                 check_run_parameter(f"variants: {name}: {key}", key, variant[key])
     dask = config.get("dask") or {}
-    workers = dask.get("workers", [])
-    for i, count in enumerate(workers if isinstance(workers, list) else [workers]):
-        check_run_parameter(f"dask: workers" + (f"[{i}]" if isinstance(workers, list) else ""), "workers", count)
+    counts = [("dask: workers", dask.get("workers", []))]
+    counts += [(f"variants: {name}: workers", v["workers"]) for name, v in (config.get("variants") or {}).items()
+               if "workers" in v]
+    for where, workers in counts:
+        for i, count in enumerate(workers if isinstance(workers, list) else [workers]):
+            check_run_parameter(where + (f"[{i}]" if isinstance(workers, list) else ""), "workers", count)
     if "threads" in dask:
         check_run_parameter("dask: threads", "threads", dask["threads"])
     init_clusters = config.get("init_clusters", RUN_PARAMETERS["init_clusters"].default)

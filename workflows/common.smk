@@ -61,8 +61,9 @@ def run_spec(name):
 def worker_counts(name):
     """Worker counts a run is made with. A serial algorithm computes in one task whatever
     the cluster size, so it runs once, with the smallest count; an algorithm that shards
-    its data (``supports_backend``) runs with every count of ``dask.workers``."""
-    counts = config.get("dask", {}).get("workers", RUN_DEFAULTS["workers"])
+    its data (``supports_backend``) runs with every count of ``dask.workers`` (or of the
+    variant's own ``workers``)."""
+    counts = variants().get(name, {}).get("workers", config.get("dask", {}).get("workers", RUN_DEFAULTS["workers"]))
     counts = sorted(counts) if isinstance(counts, list) else [counts]
     return counts if algorithms.get(run_spec(name)["algorithm"]).supports_backend else counts[:1]
 
