@@ -5,11 +5,14 @@
 >>> s = algorithms.make("gibbs", family=fam, alpha=1.0, seed=0)  # doctest: +SKIP
 
 Adding an algorithm = one module with a :class:`algorithms.base.Sampler` subclass plus one
-line in ``_REGISTRY`` below.
+line in ``_REGISTRY`` below. Peers (other libraries' methods, :mod:`algorithms.peers`) are
+entries too; those whose library is an optional dependency go in ``_OPTIONAL`` and are listed
+only where that library is installed.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import MappingProxyType
 
 from .base import Sampler
@@ -33,19 +36,38 @@ _REGISTRY = MappingProxyType({
     "subc": "dpmmbench.algorithms.subcluster:SubClusters",
     "subc-supc": "dpmmbench.algorithms.subcluster:SubClustersSuper",
     "subc-supc-approx": "dpmmbench.algorithms.subcluster:SubClustersSuperApprox",
+    # peers (docs/design.md "Peers")
+    "sklearn-bgm": "dpmmbench.algorithms.peers.sklearn_bgm:SklearnBGM",
 })
+
+#: optional peers: registry name -> ("module:Class", the library's import name, how to install it)
+_OPTIONAL = MappingProxyType({})
+
+
+def _installed(library: str) -> bool:
+    # looks the library up without importing it (an import can take seconds)
+    return importlib.util.find_spec(library) is not None
 
 
 def available() -> list[str]:
-    """Registry names of every implemented algorithm."""
-    return list(_REGISTRY)
+    """Registry names of every implemented algorithm, with the optional peers whose library
+    is installed."""
+    return list(_REGISTRY) + [name for name, (_, library, _) in _OPTIONAL.items() if _installed(library)]
+
+
+def missing() -> dict[str, str]:
+    """Optional peers whose library is not installed: registry name -> how to install it."""
+    return {name: hint for name, (_, library, hint) in _OPTIONAL.items() if not _installed(library)}
 
 
 def get(name: str) -> type[Sampler]:
     """The sampler class registered as ``name``."""
-    if not isinstance(name, str) or name not in _REGISTRY:
+    if isinstance(name, str) and name in _OPTIONAL and not _installed(_OPTIONAL[name][1]):
+        raise ValueError(f"algorithm {name!r} needs the {_OPTIONAL[name][1]!r} library, which is not installed; "
+                         f"{_OPTIONAL[name][2]}")
+    if not isinstance(name, str) or name not in (entries := {**_REGISTRY, **{k: v[0] for k, v in _OPTIONAL.items()}}):
         raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(available())}")
-    module, cls = _REGISTRY[name].split(":")
+    module, cls = entries[name].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
@@ -68,7 +90,7 @@ def make(name: str, family, **kwargs) -> Sampler:
     return get(name)(family, **kwargs)
 
 
-__all__ = ["available", "get", "make", "Sampler", "State", "DPMM",
+__all__ = ["available", "missing", "get", "make", "Sampler", "State", "DPMM",
            "NormalInverseWishart", "NormalKnownCovariance", "DirichletMultinomial"]
 
 

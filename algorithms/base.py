@@ -40,12 +40,20 @@ class Sampler(ABC):
     #: runs its map steps on an execution backend (:mod:`algorithms.backends`); the others
     #: compute in-process and refuse one
     supports_backend: ClassVar[bool] = False
+    #: a peer: another library's method behind this contract (:mod:`algorithms.peers`),
+    #: scored by the suite but not part of its own samplers
+    external: ClassVar[bool] = False
+    #: the family classes it can fit (None: every family)
+    families: ClassVar[tuple[type[Family], ...] | None] = None
 
     def __init__(self, family: Family, alpha: float = RUN_DEFAULTS["alpha"],
                  seed: int = RUN_DEFAULTS["seed"], backend=None, alpha_prior=RUN_DEFAULTS["alpha_prior"],
                  **options):
         if not isinstance(family, Family):
             raise TypeError(f"family must be an algorithms.families.Family instance, got {type(family).__name__}")
+        if self.families is not None and not isinstance(family, self.families):
+            raise ValueError(f"{self.name!r} fits only the families {', '.join(f.__name__ for f in self.families)}; "
+                             f"got {type(family).__name__}")
         # The one check of alpha, alpha_prior and seed (constraints.RUN_PARAMETERS): the kernels
         # take them as they are.
         self.alpha = check_parameter("alpha", alpha)

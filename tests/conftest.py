@@ -110,6 +110,14 @@ def client():
         yield client
 
 
+def fits(name, family) -> bool:
+    """Whether the registered sampler ``name`` takes ``family`` (a peer may fit some only)."""
+    from dpmmbench import algorithms
+
+    families = algorithms.get(name).families
+    return families is None or isinstance(family, families)
+
+
 @pytest.fixture(params=sorted(PROBLEMS))
 def problem(request):
     return (request.param,) + PROBLEMS[request.param]()

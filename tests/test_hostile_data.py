@@ -30,7 +30,8 @@ def clear_or_finite(outcome, finite_value=None):
 
 # ---- malformed CSR, through every sampler and the scorers ---------------------------------
 
-@pytest.mark.parametrize("name", ALL)
+# a peer that does not fit the counts family refuses it when built (tests/test_peers.py)
+@pytest.mark.parametrize("name", [n for n in ALL if algorithms.get(n).families is None])
 def test_every_sampler_refuses_every_malformed_csr(isolated, name):
     for kind, word in MALFORMED.items():
         outcome = isolated.run("hostile_data:init_and_step", name, kind)

@@ -1,0 +1,11 @@
+"""Peers: other libraries' DPMM methods behind the suite's sampler contract.
+
+One module per peer, each a :class:`~algorithms.peers._base.Peer` (a
+:class:`~algorithms.base.Sampler` with ``external = True`` and ``exact = False``). A peer's
+steps are its own iterations; its labels are scored by the suite's scorer like any sampler's,
+its own objective is kept beside them, and :meth:`Peer.settings` reports the prior,
+truncation, initialisation and tolerances it ran with (docs/design.md "Peers").
+
+- ``sklearn_bgm.py``: scikit-learn's variational ``BayesianGaussianMixture`` with the
+  Dirichlet-process weight prior (``sklearn-bgm``, in the default install).
+"""

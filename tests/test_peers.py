@@ -1,0 +1,130 @@
+"""Peers (docs/design.md "Peers"): other libraries' methods behind the sampler contract, run
+through the driver and scored by the suite's own scorer, their settings in the run metadata."""
+import json
+
+import numpy as np
+import pytest
+
+from dpmmbench import algorithms
+from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.reports.metrics import log_joint, vi
+from dpmmbench.workflows import driver
+
+NIW = NormalInverseWishart(np.zeros(2), 1.0, 4.0, np.eye(2))
+
+
+def four_blobs(n=150, seed=0):
+    """Four well-separated 2-D Gaussian blobs and their labels."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[-4.0, -4.0], [4.0, 4.0], [-4.0, 4.0], [4.0, -4.0]])
+    X = np.concatenate([rng.normal(c, 0.5, size=(n, 2)) for c in centres])
+    return X, np.repeat(np.arange(4), n)
+
+
+def test_peers_are_external_and_not_exact():
+    assert "sklearn-bgm" in algorithms.available()
+    for name in algorithms.available():
+        cls = algorithms.get(name)
+        assert cls.external == name.startswith(("sklearn-", "bnpy-", "dpgmm", "bmcc"))
+        if cls.external:
+            assert not cls.exact
+
+
+def test_missing_optional_peers_say_how_to_get_them():
+    missing = algorithms.missing()
+    assert not set(missing) & set(algorithms.available())
+    for name, hint in missing.items():
+        assert "pip install" in hint
+        with pytest.raises(ValueError, match=f"{name}.*not installed.*pip install"):
+            algorithms.get(name)
+
+
+def test_sklearn_bgm_recovers_separated_blobs_and_reports_its_objective():
+    X, truth = four_blobs()
+    s = algorithms.make("sklearn-bgm", family=NIW, alpha=1.0, seed=0)
+    state = s.init(X, init_clusters=1)
+    objectives = [state.info["peer_objective"]]
+    for _ in range(30):
+        state = s.step(state)
+        objectives.append(state.info["peer_objective"])
+    assert state.iteration == 30 and state.alpha == 1.0
+    assert state.info["n_clusters"] == 4 and vi(state.labels, truth) < 1e-9
+    assert state.info["peer_converged"]
+    # coordinate ascent: the lower bound never decreases (up to rounding)
+    assert np.all(np.diff(objectives) > -1e-6 * np.abs(objectives[1:]))
+    assert np.isfinite(log_joint(X, state.labels, NIW, 1.0))
+
+
+def test_sklearn_bgm_is_deterministic_from_the_seed():
+    X, _ = four_blobs(n=40)
+
+    def chain(seed):
+        s = algorithms.make("sklearn-bgm", family=NIW, seed=seed, init_params="random", n_components=8)
+        state = s.init(X)
+        out = [state.labels.copy()]
+        for _ in range(3):
+            out.append(s.step(state).labels.copy())
+        return np.array(out), state.info["peer_objective"]
+
+    (a, fa), (b, fb), (c, _) = chain(3), chain(3), chain(4)
+    np.testing.assert_array_equal(a, b)
+    assert fa == fb
+    assert not np.array_equal(a, c)
+
+
+def test_sklearn_bgm_settings_and_the_family_priors():
+    s = algorithms.make("sklearn-bgm", family=NIW, alpha=2.5, n_components=7, tol=1e-4)
+    settings = s.settings()
+    assert settings["weight_concentration_prior"] == 2.5 and settings["n_components"] == 7
+    assert settings["tol"] == 1e-4 and settings["covariance_type"] == "full"
+    assert "init_clusters is not used" in settings["initialisation"]
+    assert "scikit-learn defaults" in settings["gaussian_priors"]
+    json.dumps(settings)
+    mapped = algorithms.make("sklearn-bgm", family=NIW, priors="family").settings()["gaussian_priors"]
+    assert mapped == {"mean_prior": [0.0, 0.0], "mean_precision_prior": 1.0, "degrees_of_freedom_prior": 4.0,
+                      "covariance_prior": [[1.0, 0.0], [0.0, 1.0]]}
+    X, truth = four_blobs(n=60)
+    state = algorithms.make("sklearn-bgm", family=NIW, priors="family", seed=1).init(X)
+    assert state.model.mean_precision_prior_ == 1.0 and state.model.degrees_of_freedom_prior_ == 4.0
+
+
+def test_sklearn_bgm_refuses_what_it_cannot_honour():
+    with pytest.raises(ValueError, match="'sklearn-bgm' fits only the families NormalInverseWishart, "
+                                         "NormalKnownCovariance; got DirichletMultinomial"):
+        algorithms.make("sklearn-bgm", family=DirichletMultinomial(0.5, 3))
+    with pytest.raises(ValueError, match="cannot learn alpha.*alpha_prior must be None"):
+        algorithms.make("sklearn-bgm", family=NIW, alpha_prior=(1.0, 1.0))
+    with pytest.raises(ValueError, match="priors='family' needs the NormalInverseWishart"):
+        algorithms.make("sklearn-bgm", family=NormalKnownCovariance(1.0, [0.0, 0.0], 1.0), priors="family")
+    with pytest.raises(ValueError, match="init_params' must be one of"):
+        algorithms.make("sklearn-bgm", family=NIW, init_params="spectral")
+    with pytest.raises(ValueError, match="n_components"):
+        algorithms.make("sklearn-bgm", family=NIW, n_components=0)
+    s = algorithms.make("sklearn-bgm", family=NIW)
+    with pytest.raises(ValueError, match="'kmeans'.*cannot start from given labels"):
+        s.init(np.zeros((4, 2)), labels=[0, 0, 1, 1])
+    with pytest.raises(ValueError, match="at least 2 points"):
+        s.init(np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        s.init(np.array([[0.0, np.nan], [1.0, 1.0]]))
+    with pytest.raises(ValueError, match="2-D"):
+        s.init(np.zeros(4))
+
+
+def test_sklearn_bgm_caps_its_truncation_at_the_number_of_points():
+    X, _ = four_blobs(n=2)
+    state = algorithms.make("sklearn-bgm", family=NIW, n_components=20).init(X)
+    assert state.model.n_components == 8 and state.labels.max() < 8
+
+
+def test_sklearn_bgm_through_the_driver_records_its_settings():
+    trace, meta = driver.run("sklearn-bgm", "synth-chang2013?n=400", 4, seed=2, options={"n_components": 12})
+    assert meta["external"] and not meta["exact"]
+    assert meta["peer_settings"]["n_components"] == 12 and meta["peer_settings"]["weight_concentration_prior"] == 1.0
+    assert list(trace["iteration"]) == [0, 1, 2, 3, 4]
+    assert trace["peer_objective"].notna().all() and trace["log_joint"].map(np.isfinite).all()
+    assert set(trace["peer_converged"]) <= {0, 1}
+    assert meta["heldout_lpd"] is not None and np.isfinite(meta["heldout_lpd"])
+    json.dumps(meta, default=str)
+    _, ours = driver.run("gibbs", "synth-chang2013?n=400", 1, seed=2)
+    assert ours["external"] is False and ours["peer_settings"] is None
