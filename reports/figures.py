@@ -225,6 +225,82 @@ def convergence_figure(frame: pd.DataFrame, order, styles, with_truth: bool) -> 
         return png_bytes(fig), cropped
 
 
+def pareto_front(cost, quality) -> np.ndarray:
+    """Which points no other point dominates (at most the cost and at least the quality, one
+    of them strictly); NaN points are never on the front.
+
+    Parameters
+    ----------
+    cost, quality : array_like of float
+        One value per method: lower cost and higher quality are better.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+    """
+    cost, quality = np.asarray(cost, float), np.asarray(quality, float)
+    known = np.isfinite(cost) & np.isfinite(quality)
+    front = known.copy()
+    for i in np.flatnonzero(known):
+        others = known & (cost <= cost[i]) & (quality >= quality[i]) & ((cost < cost[i]) | (quality > quality[i]))
+        front[i] = not others.any()
+    return front
+
+
+#: (summary column, axis label) of the quality panels of :func:`pareto_figure`
+PARETO_PANELS = (("heldout_lpd", "held-out log predictive (nats / point)"),
+                 ("final_nmi", "NMI to ground truth"))
+
+
+def pareto_figure(stats: pd.DataFrame, order, styles) -> bytes | None:
+    """Quality against sampler time, one point per method with its interval over chains.
+
+    One panel per quality of :data:`PARETO_PANELS` that some method measured (held-out log
+    predictive; NMI where there is ground truth). The x axis is each chain's total sampler
+    time (log scale); points are medians over chains, bars their 5-95 % intervals; the grey
+    line joins the methods no other method beats on both axes (the Pareto front).
+
+    Parameters
+    ----------
+    stats : pandas.DataFrame
+        One row per label (:func:`reports.chains.chain_statistics` by ``label``): ``label``,
+        ``time_s``, ``time_s_lo``, ``time_s_hi`` and each panel's column with its bounds.
+    order, styles
+        As for :func:`convergence_figure`.
+
+    Returns
+    -------
+    bytes or None
+        The PNG; None when no method measured any quality.
+    """
+    from matplotlib.figure import Figure
+
+    panels = [(col, text) for col, text in PARETO_PANELS if col in stats and stats[col].notna().any()]
+    if not panels:
+        return None
+    rows = stats.set_index("label")
+    order = [label for label in order if label in rows.index]
+    with _style():
+        fig = Figure(figsize=(5.2 * len(panels) + 2.2, 4.2), layout="constrained")
+        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        for ax, (column, ylabel) in zip(axes, panels):
+            shown = rows.loc[order].dropna(subset=[column, "time_s"])
+            front = shown[pareto_front(shown["time_s"], shown[column])].sort_values("time_s")
+            ax.plot(front["time_s"], front[column], color="0.55", linewidth=1.0, drawstyle="steps-post",
+                    zorder=1)
+            for label, r in shown.iterrows():
+                ax.errorbar(r["time_s"], r[column],
+                            xerr=[[r["time_s"] - r["time_s_lo"]], [r["time_s_hi"] - r["time_s"]]],
+                            yerr=[[r[column] - r[f"{column}_lo"]], [r[f"{column}_hi"] - r[column]]],
+                            color=styles[label][0], marker="o", markersize=6, capsize=2.5, linewidth=1.1,
+                            zorder=3)
+            ax.set_xscale("log")
+            ax.set_xlabel("sampler time per chain (s, log scale)")
+            ax.set_ylabel(ylabel)
+        _legend(fig, order, styles)
+        return png_bytes(fig)
+
+
 def alpha_figure(frame: pd.DataFrame, order, styles) -> bytes:
     """The concentration alpha against iteration, for runs that learn it.
 

@@ -30,6 +30,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
+from . import chains
 from . import claims as claims_mod
 from . import costmodel
 from . import figures
@@ -73,10 +74,10 @@ def load_runs(trace_paths):
     runs : pandas.DataFrame
         One row per run, in input order: ``run, path, dataset, algorithm`` (registry name),
         ``variant, label, seed, workers, options, meta, iterations, time_s, final_log_joint,
-        best_log_joint, final_vi, final_n_clusters, s_per_iteration, search_s`` (sampler
-        time at which a search finished, NaN for samplers), ``alpha`` (final), ``learned_alpha``
-        (the run had an ``alpha_prior``), ``heldout_lpd`` (from the metadata; NaN where
-        absent), the mean per-iteration
+        best_log_joint, final_vi, final_nmi, final_n_clusters, s_per_iteration, search_s``
+        (sampler time at which a search finished, NaN for samplers), ``alpha`` (final),
+        ``learned_alpha`` (the run had an ``alpha_prior``), ``heldout_lpd`` (from the metadata;
+        NaN where absent), ``status`` (from the metadata; empty where absent), the mean per-iteration
         ``bytes_sent, bytes_received, bytes, messages`` and, for searches, the search
         statistics (``states_pushed`` etc.).
 
@@ -125,7 +126,8 @@ def load_runs(trace_paths):
                      "variant": variant, "label": label, "seed": seed, "workers": workers,
                      "options": options, "meta": meta, **_run_stats(trace),
                      "learned_alpha": meta.get("alpha_prior") is not None,
-                     "heldout_lpd": math.nan if heldout is None else float(heldout)})
+                     "heldout_lpd": math.nan if heldout is None else float(heldout),
+                     "status": meta.get("status") or ""})
     frame = pd.concat(frames, ignore_index=True, sort=False)
     return frame, pd.DataFrame(rows)
 
@@ -152,6 +154,7 @@ def _run_stats(trace: pd.DataFrame) -> dict:
         "iterations": int(last["iteration"]), "time_s": float(last["time_s"]),
         "final_log_joint": float(last["log_joint"]), "best_log_joint": float(trace["log_joint"].max()),
         "final_vi": float(last["vi"]), "final_n_clusters": int(last["n_clusters"]),
+        "final_nmi": float(last["nmi"]) if "nmi" in trace else math.nan,
         "alpha": float(last["alpha"]) if "alpha" in trace else math.nan,
         "s_per_iteration": float(step_s.median()) if len(step_s) else math.nan,
         "search_s": math.nan,
@@ -269,7 +272,8 @@ def search_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 # ---- the page ---------------------------------------------------------------------------
 def build_report(trace_paths, out_path, config=None, *, asv_html=None,
-                 network: costmodel.Network = costmodel.GIGABIT, priors=None) -> Path:
+                 network: costmodel.Network = costmodel.GIGABIT, priors=None,
+                 target_tolerance: float = chains.TARGET_TOLERANCE) -> Path:
     """Write the comparison report for ``trace_paths`` to ``out_path`` (atomically).
 
     Parameters
@@ -289,6 +293,9 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     priors : str or os.PathLike, optional
         The prior-sensitivity table (``results/priors.csv``, :mod:`reports.priors`), shown
         in its own section when given.
+    target_tolerance : float
+        The leaderboard's time to target: the first time a chain's log joint is within this
+        fraction of the best any method reached on the dataset (default 0.1 %).
 
     Returns
     -------
@@ -309,7 +316,9 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
         raise ValueError(f"report path must end in .html, got {str(out_path)!r}")
     if config is not None and not isinstance(config, dict):
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+    chains.check_tolerance(target_tolerance)
     frame, runs = load_runs(trace_paths)
+    stats = chains.chain_statistics(frame, runs, ["dataset", "label"], tolerance=target_tolerance)
     order = label_order(runs)
     styles = figures.palette(order)
     datasets = list(dict.fromkeys(runs["dataset"]))
@@ -319,7 +328,7 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     for i, dataset in enumerate(datasets):
         mask = runs["dataset"] == dataset
         body.append(_dataset_section(i, dataset, frame[frame["dataset"] == dataset], runs[mask], order, styles,
-                                     network))
+                                     network, stats[stats["dataset"] == dataset], target_tolerance))
     if priors is not None:
         body.append(_priors_section(priors))
     body.append(_communication_section(runs, datasets))
@@ -391,7 +400,7 @@ def _claims_section(found) -> str:
     return "\n".join(parts)
 
 
-def _dataset_section(i, dataset, frame, runs, order, styles, network=costmodel.GIGABIT) -> str:
+def _dataset_section(i, dataset, frame, runs, order, styles, network, stats, tolerance) -> str:
     meta = runs["meta"].iloc[0].get("dataset_meta", {}) or {}
     labels = [label for label in order if label in set(runs["label"])]
     with_truth = bool(frame["vi"].notna().any())
@@ -402,6 +411,14 @@ def _dataset_section(i, dataset, frame, runs, order, styles, network=costmodel.G
     text = " ".join(d if d.endswith((".", "!", "?")) else d + "." for d in described if d)
     parts.append(f"<p>{html.escape(text)}</p>")
 
+    parts.append(_leaderboard(stats, labels, tolerance))
+    png = figures.pareto_figure(stats, labels, styles)
+    if png is not None:
+        parts.append(_figure(png, f"Quality against time on {dataset}",
+                             "Quality against sampler time per chain: one point per method, the median over its "
+                             "chains, with bars from the 5 % to the 95 % quantile over chains on both axes; the "
+                             "grey staircase joins the methods no other method beats on both (the Pareto front: "
+                             "the best quality on offer at each time). Up and left is better."))
     parts.append(_overview_table(runs, labels))
     png, cropped = figures.convergence_figure(frame, labels, styles, with_truth)
     rows = "log joint, VI to the truth and number of clusters" if with_truth else "log joint and number of clusters"
@@ -604,6 +621,95 @@ def _affine_text(fixed, per_worker, fmt) -> str:
     if per_worker:
         return f"{fmt(per_worker)}&middot;W"
     return fmt(fixed)
+
+
+def _leaderboard(stats, labels, tolerance) -> str:
+    """Per method of one dataset: convergence, efficiency and quality over its chains
+    (:func:`reports.chains.chain_statistics`), fastest to the target first, with a sentence
+    that names the leaders."""
+    rows_in = stats.set_index("label").loc[[label for label in labels if label in set(stats["label"])]]
+    # fastest to the target first (never reached, or not comparable, last), then the better predictive
+    ranked = rows_in.assign(_t=rows_in["time_to_target_s"].fillna(math.inf),
+                            _h=-rows_in["heldout_lpd"].fillna(-math.inf)).sort_values(["_t", "_h"], kind="stable")
+    with_truth = bool(stats["final_nmi"].notna().any() or stats["final_vi"].notna().any())
+    rows = []
+    for label, r in ranked.iterrows():
+        chains_text = f"{r['chains']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
+        rhat = f"{_num(r['rhat_log_joint'], 4)} / {_num(r['rhat_n_clusters'], 4)}"
+        if chains.not_converged(r["rhat_log_joint"], r["rhat_n_clusters"]):
+            rhat = _Raw(f"{html.escape(rhat)} <span class='bad'>not converged</span>")
+        if r["learned_alpha"] or math.isnan(r["target_log_joint"]):
+            target = "– (learns α)" if r["learned_alpha"] else "–"
+        elif r["reached"] == 0:
+            target = _Raw(f"<span class='bad'>not reached</span> (0 of {r['chains']})")
+        else:
+            target = _Raw(f"{_interval(r, 'time_to_target_s', _secs)} ({r['reached']} of {r['chains']})")
+        row = [label, chains_text, rhat,
+               f"{_int(r['ess_bulk_log_joint'])} / {_int(r['ess_tail_log_joint'])}", _num(r["ess_per_s"], 3),
+               target, _Raw(_interval(r, "heldout_lpd", lambda x: _num(x, 4)))]
+        if with_truth:
+            row += [_Raw(_interval(r, "final_nmi", lambda x: _num(x, 3))),
+                    _Raw(_interval(r, "final_vi", lambda x: _num(x, 3)))]
+        row += [_Raw(_interval(r, "final_n_clusters", _int)), _Raw(_interval(r, "time_s", _secs))]
+        rows.append(row)
+    header = ["algorithm", "chains", "R̂ log joint / clusters", "ESS bulk / tail", "ESS / s", "time to target",
+              "held-out log predictive"]
+    header += ["NMI", "VI (nats)"] if with_truth else []
+    header += ["final clusters", "sampler time"]
+    target = ranked["target_log_joint"].dropna()
+    target_text = (f"the first sampler time at which a chain's log joint is at or above {_lj(target.iloc[0])} nats, "
+                   f"within {100 * tolerance:.3g} % of the best log joint any method reached on this dataset"
+                   if len(target) else "not measured (no method with a fixed α ran here)")
+    caption = (f"Leaderboard: medians over chains with the 5 % and 95 % quantiles over chains in brackets, fastest "
+               f"to the target first. Time to target: {target_text} (then, in parentheses, how many chains got "
+               f"there); runs that learn α score their log joint at "
+               f"another α and are not timed. R̂: rank-normalised split R̂ over chains and ESS: bulk and tail "
+               f"effective sample size (arviz-stats) of the log joint and the number of clusters, quantities that do "
+               f"not depend on how clusters are labelled, on each chain's second half (chains cut to the shortest, "
+               f"at least the last {chains.MIN_DRAWS} steps); R̂ above {chains.RHAT_THRESHOLD} marks a method as not "
+               f"converged; R̂ needs two chains and ESS a quantity that moves (– otherwise). ESS / s: bulk ESS of "
+               f"the log joint per second of sampler time, summed over the chains up to their last draw. Held-out "
+               f"log predictive in nats per point (higher is better), VI in nats.")
+    return ("<h3>Which method?</h3>" + f"<p class='lead'>{html.escape(_leaders(ranked))}</p>"
+            + _table(header, rows, caption=caption))
+
+
+def _leaders(ranked) -> str:
+    """One sentence naming the leaders of a dataset's leaderboard, from its numbers."""
+    said = []
+    timed = ranked[np.isfinite(ranked["time_to_target_s"])]
+    if len(timed):
+        label, r = next(timed.iterrows())
+        said.append(f"fastest to the target: {label} (median {_secs(r['time_to_target_s'])} over its chains, "
+                    f"{r['reached']} of {r['chains']} reached it"
+                    + ("; not converged by R̂" if chains.not_converged(r["rhat_log_joint"], r["rhat_n_clusters"])
+                       else "") + ")")
+    else:
+        said.append("no method's median chain reached the target")
+    heldout = ranked["heldout_lpd"].dropna()
+    if len(heldout):
+        label = heldout.idxmax()
+        said.append(f"best held-out log predictive: {label} ({_num(heldout.max(), 4)} nats per point)")
+    converging = [not chains.not_converged(a, b) for a, b in zip(ranked["rhat_log_joint"], ranked["rhat_n_clusters"])]
+    efficient = ranked.loc[converging, "ess_per_s"].dropna()
+    if len(efficient):
+        said.append(f"most effective samples per second among the methods not marked as unconverged: "
+                    f"{efficient.idxmax()} ({_num(efficient.max(), 3)} per s)")
+    text = "; ".join(said)
+    return text[0].upper() + text[1:] + "."
+
+
+def _interval(row, column, fmt) -> str:
+    """``median [lo, hi]`` of a summary column as HTML; ``inf`` reads "not reached"."""
+    def show(x):
+        return "not reached" if x == math.inf else html.escape(fmt(x))
+
+    median, lo, hi = row[column], row[f"{column}_lo"], row[f"{column}_hi"]
+    if median is None or math.isnan(median):
+        return "–"
+    if lo == hi == median:
+        return show(median)
+    return f"{show(median)} <span class='range'>[{show(lo)}, {show(hi)}]</span>"
 
 
 def _overview_table(runs, labels) -> str:

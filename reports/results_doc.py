@@ -6,7 +6,8 @@ without it):
 
 - ``--perf``: the JSON of ``python -m benchmarks.report --json`` (kernel speed, with the
   machine's GEMM peak and 2-process ceiling measured in the same run);
-- ``--summary``: the workflow's ``results/summary.csv`` (one row per run);
+- ``--summary``: the workflow's ``results/summary.csv`` (one row per algorithm, dataset and
+  workers: statistics over its chains);
 - ``--exactness``: the JSON the test suite writes with ``pytest --exactness-json`` (distance of
   every registered sampler to the enumerated posterior);
 - ``--table TITLE=FILE.csv``: any other CSV a reproduction script wrote, shown as it is.
@@ -45,20 +46,35 @@ def perf_table(rows, machine: dict, repeat: int) -> str:
 
 
 def summary_tables(summary: pd.DataFrame) -> str:
-    """Per dataset: median over seeds of where each (algorithm, workers) ended, and how fast."""
-    failed = summary["status"] == "failed" if "status" in summary else pd.Series(False, index=summary.index)
-    parts = [f"{len(summary)} runs ({int(failed.sum())} failed, left out); " + _provenance(summary)]
-    for dataset, frame in summary[~failed].groupby("dataset", sort=True):
+    """Per dataset: where each (algorithm, workers) ended and how fast, over its chains
+    (medians, 5-95 % intervals in brackets), with R-hat, ESS per second and time to target."""
+    chains, failed = int(summary["chains"].sum()), int(summary["failed"].sum())
+    parts = [f"{chains + failed} runs ({failed} failed, left out); " + _provenance(summary)]
+    for dataset, frame in summary[summary["chains"] > 0].groupby("dataset", sort=True):
         lines = [f"### {dataset}", "",
-                 "| algorithm | workers | runs | iterations | ms / iteration | final log joint | VI | clusters |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for (algorithm, workers), runs in frame.groupby(["algorithm", "workers"], sort=True):
-            med = runs.median(numeric_only=True)
-            lines.append(f"| `{algorithm}` | {workers} | {len(runs)} | {int(med['iterations'])} | "
-                         f"{_fmt(1e3 * med['s_per_iteration'], 1)} | {_fmt(med['final_log_joint'], 0)} | "
-                         f"{_fmt(med['final_vi'], 3)} | {_fmt(med['final_n_clusters'], 0)} |")
+                 "| algorithm | workers | chains | iterations | ms / iteration | final log joint | VI | NMI | "
+                 "clusters | held-out log predictive | R-hat (log joint) | ESS / s | time to target (s) |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in frame.sort_values(["algorithm", "workers"]).to_dict("records"):
+            lines.append(f"| `{row['algorithm']}` | {row['workers']} | {row['chains']} | {_fmt(row['iterations'], 0)} | "
+                         f"{_fmt(1e3 * row['s_per_iteration'], 1)} | {_spread(row, 'final_log_joint', 0)} | "
+                         f"{_spread(row, 'final_vi', 3)} | {_spread(row, 'final_nmi', 3)} | "
+                         f"{_spread(row, 'final_n_clusters', 0)} | {_spread(row, 'heldout_lpd', 3)} | "
+                         f"{_fmt(row['rhat_log_joint'], 3)} | {_fmt(row['ess_per_s'], 1)} | "
+                         f"{_spread(row, 'time_to_target_s', 2)} |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def _spread(row, column, digits) -> str:
+    """``median [lo, hi]`` of a summary column; ``inf`` (a target never reached) reads "not reached"."""
+    def show(x):
+        return "not reached" if x == math.inf else _fmt(x, digits)
+
+    median, lo, hi = row[column], row[f"{column}_lo"], row[f"{column}_hi"]
+    if median is None or math.isnan(median) or lo == hi == median:
+        return show(median)
+    return f"{show(median)} [{show(lo)}, {show(hi)}]"
 
 
 def _provenance(summary: pd.DataFrame) -> str:
@@ -123,7 +139,9 @@ def render(perf=None, summary=None, exactness=None, tables=()) -> str:
                 _environment_line(exactness.get("environment", {}))]
     if summary is not None:
         out += ["", "## Workflow runs (`results/summary.csv`)", "",
-                "Medians over seeds; times are sampler time only (scoring excluded).", "", summary_tables(summary)]
+                "Medians over chains (seeds), the 5 % and 95 % quantiles over chains in brackets; times are "
+                "sampler time only (scoring excluded). R-hat, ESS and time to target as in docs/design.md "
+                '"Summary columns".', "", summary_tables(summary)]
     for title, frame in tables:
         out += ["", f"## {title}", "", frame_table(frame)]
     return "\n".join(out) + "\n"

@@ -35,7 +35,7 @@ import pandas as pd
 
 #: the fixed leading columns of every trace, in order (docs/design.md "Traces and runs")
 TRACE_COLUMNS = ("algorithm", "dataset", "seed", "workers", "iteration", "time_s", "log_joint",
-                 "n_clusters", "vi", "bytes_sent", "bytes_received", "messages", "alpha")
+                 "n_clusters", "vi", "bytes_sent", "bytes_received", "messages", "alpha", "nmi")
 #: communication columns: a distributed sampler reports them per step in ``state.info``
 COMM_COLUMNS = ("bytes_sent", "bytes_received", "messages")
 #: trace file formats, by extension
@@ -52,7 +52,7 @@ TEMP_MARKER = "dpmmbench-tmp"
 STALE_AFTER = 600.0
 
 _INT_COLUMNS = ("seed", "workers", "iteration", "n_clusters") + COMM_COLUMNS
-_FLOAT_COLUMNS = ("time_s", "log_joint", "vi", "alpha")
+_FLOAT_COLUMNS = ("time_s", "log_joint", "vi", "alpha", "nmi")
 
 
 def trace_frame(rows) -> pd.DataFrame:
@@ -68,7 +68,7 @@ def trace_frame(rows) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Integer columns as int64 and ``time_s``, ``log_joint``, ``vi``, ``alpha`` as float64, so that
+        Integer columns as int64 and ``time_s``, ``log_joint``, ``vi``, ``alpha``, ``nmi`` as float64, so that
         every trace of the suite concatenates without surprises.
     """
     extra = list(dict.fromkeys(key for row in rows for key in row if key not in TRACE_COLUMNS))

@@ -10,7 +10,7 @@ import pandas as pd
 
 from dpmmbench import algorithms, datasets
 from dpmmbench.reports import results_doc
-from dpmmbench.reports.summary import summarize
+from dpmmbench.reports.summary import read_runs, summarize, summary_table
 from dpmmbench.reports.traces import write_trace
 from dpmmbench.workflows.driver import run_chain
 
@@ -31,14 +31,15 @@ def test_summary_table_holds_the_medians_of_the_runs(tmp_path):
     failed = run_chain(algorithms.make("gibbs", family=ds.family, seed=2), ds.X, 1, dataset="chang-300",
                        warmup=False)
     failed_path = write_trace(failed, tmp_path / "failed.csv", meta={"status": "failed", "error": "X: y"})
-    summary = summarize([*_traces(tmp_path), failed_path])
-    page = results_doc.render(summary=summary)
-    gibbs = summary[(summary["algorithm"] == "gibbs") & (summary["status"] != "failed")]
+    frame, runs = read_runs([*_traces(tmp_path), failed_path])
+    page = results_doc.render(summary=summary_table(frame, runs))
+    gibbs = runs[(runs["algorithm"] == "gibbs") & (runs["status"] != "failed")]
     row = next(line for line in page.splitlines() if line.startswith("| `gibbs` |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1:4] == ["1", "2", "3"]  # workers, runs, iterations
-    assert cells[5] == f"{gibbs['final_log_joint'].median():,.0f}"
-    assert cells[7] == f"{gibbs['final_n_clusters'].median():,.0f}"
+    assert cells[1:4] == ["1", "2", "3"]  # workers, chains, iterations
+    lo, hi = np.quantile(gibbs["final_log_joint"], [0.05, 0.95])
+    assert cells[5] == f"{gibbs['final_log_joint'].median():,.0f} [{lo:,.0f}, {hi:,.0f}]"
+    assert cells[8].split(" [")[0] == f"{gibbs['final_n_clusters'].median():,.0f}"
     assert "### chang-300" in page and "commit abc123" in page and "(1 failed, left out)" in page
     assert page.startswith(results_doc.HEADER)
 

@@ -35,16 +35,11 @@ def snakemake(tmp_path, *args, env=None):
     return subprocess.run(snakemake_cmd(tmp_path, *args), capture_output=True, text=True, timeout=600, env=env)
 
 
-def ours():
-    """What "all" selects: the suite's own samplers (peers are named or run as variants)."""
-    return [name for name in algorithms.available() if not algorithms.get(name).external]
-
-
 def expected_grid(config):
     """(dataset key, run name, workers) of every run the config asks for, per seed: the
-    registry's own algorithms ("all") or the listed ones, then the variants; algorithms that
+    registry's algorithms ("all") or the listed ones, then the variants; algorithms that
     shard their data run at every worker count, the others at the smallest."""
-    names = ours() if config["algorithms"] == "all" else list(config["algorithms"])
+    names = algorithms.available() if config["algorithms"] == "all" else list(config["algorithms"])
     workers = config.get("dask", {}).get("workers", 1)
     workers = sorted(workers) if isinstance(workers, list) else [workers]
     grid = []
@@ -99,8 +94,20 @@ def test_smoke_config_end_to_end(smoke_run):
     assert res.returncode == 0, res.stderr[-3000:]
     config = yaml.safe_load(SMOKE.read_text())
     summary = pd.read_csv(workdir / "results/summary.csv")
-    assert set(summary["algorithm"]) == set(ours()) | set(config["variants"])
-    assert len(summary) == len(expected_grid(config)) * len(config["seeds"])
+    runs = pd.read_csv(workdir / "results/runs.csv")
+    assert set(summary["algorithm"]) == set(runs["algorithm"]) == set(algorithms.available()) | set(config["variants"])
+    assert len(runs) == len(expected_grid(config)) * len(config["seeds"])
+    # one row per (dataset, algorithm, workers), over its chains, with the statistics' columns
+    assert len(config["seeds"]) > 1 and len(summary) == len(expected_grid(config))
+    assert (summary["chains"] == len(config["seeds"])).all()
+    for stem in ("final_log_joint", "final_vi", "final_nmi", "final_n_clusters", "heldout_lpd", "time_s",
+                 "time_to_target_s"):
+        assert {stem, f"{stem}_lo", f"{stem}_hi"} <= set(summary.columns), stem
+    for column in ("rhat_log_joint", "rhat_n_clusters", "ess_bulk_log_joint", "ess_tail_log_joint", "ess_per_s"):
+        assert column in summary, column
+    gibbs = summary[(summary["algorithm"] == "gibbs") & summary["dataset"].str.startswith("synth-chang2013")].iloc[0]
+    assert not math.isnan(gibbs["rhat_log_joint"]) and gibbs["ess_bulk_log_joint"] > 0 and gibbs["ess_per_s"] > 0
+    assert (summary.groupby("dataset")["reached"].max() >= 1).all()  # the best chain reaches its own level
     assert summary["final_log_joint"].notna().all()
     assert (summary.loc[summary["algorithm"] != "search-decreasing", "iterations"] == 5).all()
     for path in (workdir / "results/traces").rglob("*.parquet"):
@@ -112,10 +119,10 @@ def test_smoke_config_end_to_end(smoke_run):
     variant = read_trace(next((workdir / "results/traces").glob("*/search-decreasing/w1/seed0.parquet")))[1]
     assert variant["algorithm"] == "search" and variant["options"]["order"] == "decreasing"
     # every run scored its dataset's held-out points; the learned-alpha variant moved alpha
-    assert summary["heldout_lpd"].map(math.isfinite).all()
-    learned = summary["algorithm"] == "gibbs-learned-alpha"
-    assert learned.sum() == 1 and (summary.loc[learned, "alpha"] != config["alpha"]).all()
-    assert (summary.loc[~learned, "alpha"] == config["alpha"]).all()
+    assert runs["heldout_lpd"].map(math.isfinite).all() and summary["heldout_lpd"].map(math.isfinite).all()
+    learned = runs["algorithm"] == "gibbs-learned-alpha"
+    assert learned.sum() == len(config["seeds"]) and (runs.loc[learned, "alpha"] != config["alpha"]).all()
+    assert (runs.loc[~learned, "alpha"] == config["alpha"]).all()
     trace, meta = read_trace(next((workdir / "results/traces").glob("*/gibbs-learned-alpha/w1/seed0.parquet")))
     assert meta["alpha_prior"] == [1.0, 1.0] and trace["alpha"].nunique() > 1
     assert meta["test_fraction"] == config["test_fraction"] and meta["heldout_draws"] == config["heldout_draws"]
@@ -253,4 +260,4 @@ def test_killed_run_resumes_with_every_trace_valid(smoke_run):
         assert len(trace) == meta["iterations"] + 1 and trace["log_joint"].notna().all()
     assert not [p for p in (workdir / "results").rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
     summary = pd.read_csv(workdir / "results/summary.csv")
-    assert len(summary) == len(traces)
+    assert summary["chains"].sum() == len(traces)

@@ -7,8 +7,8 @@
                   [--time-budget S] [--alpha A] [--alpha-prior SHAPE RATE] [--init-clusters K]
                   [--option key=value ...] [--name NAME] [--data-file PREPROCESSED.npz]
                   [--test-fraction F] [--split-seed S] [--heldout-draws D]
-    dpmmbench summarize TRACE... --out summary.csv
-    dpmmbench report TRACE... --out results/report/index.html [--config CONFIG.yaml]
+    dpmmbench summarize TRACE... --out summary.csv [--runs runs.csv] [--target-tolerance F]
+    dpmmbench report TRACE... --out results/report/index.html [--config CONFIG.yaml] [--target-tolerance F]
     dpmmbench list
 
 Every user mistake ends with one line, ``dpmmbench: error: <message>``, on stderr and the
@@ -145,10 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="progress bar on stderr (default: when stderr is a terminal)")
     run.set_defaults(func=_cmd_run)
 
-    summ = sub.add_parser("summarize", help="one row per run from trace files",
-                          description="Summarise trace files into one CSV row per run (written atomically).")
+    summ = sub.add_parser("summarize", help="statistics over chains (and one row per run) from trace files",
+                          description="Summarise trace files into one CSV row per dataset, algorithm and "
+                                      "workers (statistics over its chains: intervals, R-hat, ESS, time to "
+                                      "target), and optionally one row per run (written atomically).")
     summ.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.parquet or .csv)")
     summ.add_argument("--out", required=True, metavar="PATH", help="summary CSV")
+    summ.add_argument("--runs", metavar="PATH", help="per-run CSV (e.g. results/runs.csv)")
+    summ.add_argument("--target-tolerance", type=_tolerance, default=None, metavar="F",
+                      help="time to target: the first time a chain's log joint is within this fraction of "
+                           "the best any method reached on the dataset (default: 0.001, i.e. 0.1 %%)")
     summ.set_defaults(func=_cmd_summarize)
 
     rep = sub.add_parser("report", help="HTML comparison report from trace files",
@@ -160,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     shown.add_argument("--config", metavar="CONFIG", help="workflow config file (YAML or JSON) to show in the report")
     shown.add_argument("--config-json", metavar="JSON", help="the same, given inline as a JSON object")
     rep.add_argument("--priors", metavar="CSV", help="prior-sensitivity table (results/priors.csv) to show")
+    rep.add_argument("--target-tolerance", type=_tolerance, default=None, metavar="F",
+                     help="time to target's tolerance, as for summarize (default: 0.001)")
     rep.set_defaults(func=_cmd_report)
 
     lst = sub.add_parser("list", help="list algorithms and datasets",
@@ -254,24 +262,40 @@ def _read_traces(read):
         raise DataError(f"trace files: {exc}") from exc
 
 
+def _tolerance(text) -> float:
+    """``--target-tolerance``: a fraction in [0, 1)."""
+    from dpmmbench.reports.chains import check_tolerance
+
+    try:
+        return check_tolerance(float(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _cmd_summarize(args) -> int:
     from pathlib import Path
 
-    from dpmmbench.reports.summary import summarize
+    from dpmmbench.reports.chains import TARGET_TOLERANCE
+    from dpmmbench.reports.summary import read_runs, runs_table, summary_table
     from dpmmbench.reports.traces import atomic_write
 
-    out = Path(args.out)
-    if out.suffix != ".csv":
-        raise ValueError(f"--out must end in .csv, got {args.out!r}")
-    _writable(out)
-    table = _read_traces(lambda: summarize(args.traces))
+    outs = [Path(args.out)] + ([Path(args.runs)] if args.runs else [])
+    for flag, out in zip(("--out", "--runs"), outs):
+        if out.suffix != ".csv":
+            raise ValueError(f"{flag} must end in .csv, got {str(out)!r}")
+        _writable(out)
+    frame, runs = _read_traces(lambda: read_runs(args.traces))
+    tolerance = TARGET_TOLERANCE if args.target_tolerance is None else args.target_tolerance
+    tables = [summary_table(frame, runs, tolerance)] + ([runs_table(runs)] if args.runs else [])
+    for out, table in zip(outs, tables):
+        def write(out=out, table=table):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
 
-    def write():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
-
-    _write(out, write)
-    print(table.to_string(index=False))
+        _write(out, write)
+    shown = ["dataset", "algorithm", "workers", "chains", "final_log_joint", "rhat_log_joint", "ess_per_s",
+             "time_to_target_s", "heldout_lpd"]
+    print(tables[0][shown].to_string(index=False))
     return 0
 
 
@@ -302,7 +326,8 @@ def _cmd_report(args) -> int:
             raise ValueError(f"--config-json: not valid JSON ({exc})") from None
     if config is not None and not isinstance(config, dict):
         raise ValueError(f"the config must be a mapping of keys to values, got {type(config).__name__}")
-    _read_traces(lambda: build_report(args.traces, out, config=config, priors=args.priors))
+    tolerance = {} if args.target_tolerance is None else {"target_tolerance": args.target_tolerance}
+    _read_traces(lambda: build_report(args.traces, out, config=config, priors=args.priors, **tolerance))
     print(f"{out}: report on {len(args.traces)} trace(s)")
     return 0
 

@@ -36,7 +36,7 @@ import pandas as pd
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
-from dpmmbench.reports.metrics import log_joint, n_clusters, vi
+from dpmmbench.reports.metrics import log_joint, n_clusters, nmi, vi
 from dpmmbench.reports.traces import COMM_COLUMNS, trace_frame
 
 from .provenance import environment, process_facts
@@ -167,7 +167,8 @@ def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_cl
         # scored at the step's own alpha (the learned value when alpha has a prior)
         row = dict(fixed, iteration=iteration, time_s=elapsed,
                    log_joint=log_joint(X, z, family, state.alpha), n_clusters=n_clusters(z),
-                   vi=vi(z, truth) if truth is not None else math.nan)
+                   vi=vi(z, truth) if truth is not None else math.nan,
+                   nmi=nmi(z, truth) if truth is not None else math.nan)
         info = state.info or {}
         row.update({key: int(info.get(key, 0)) for key in COMM_COLUMNS})
         row["alpha"] = float(state.alpha)
@@ -446,9 +447,6 @@ def _provenance(algorithm, name, sampler, options, data, data_file, init_cluster
         "algorithm": algorithm,
         "name": name or algorithm,
         "exact": bool(sampler.exact),
-        # a peer's own prior, truncation, initialisation and tolerances (docs/design.md "Peers")
-        "external": bool(sampler.external),
-        "peer_settings": sampler.settings() if sampler.external else None,
         "options": dict(getattr(sampler, "params", options)),
         "options_given": options,
         "dataset": data.name,

@@ -28,11 +28,14 @@ rule run_chain:
         " --workers {wildcards.workers} --no-progress --out {output} > {log} 2>&1"
 
 
+# Statistics over the chains of each (dataset, algorithm, workers), and one row per run beside
+# them (docs/design.md "Summary columns").
 rule summary:
     input:
         trace_paths(),
     output:
-        "results/summary.csv",
+        summary="results/summary.csv",
+        runs="results/runs.csv",
     log:
         "logs/summary.log",
     params:
@@ -40,4 +43,5 @@ rule summary:
     conda:
         SOFTWARE_ENV
     shell:
-        "{params.python} -m dpmmbench.workflows.cli summarize {input} --out {output} > {log} 2>&1"
+        "{params.python} -m dpmmbench.workflows.cli summarize {input} --out {output.summary}"
+        " --runs {output.runs} > {log} 2>&1"
