@@ -447,6 +447,9 @@ def _provenance(algorithm, name, sampler, options, data, data_file, init_cluster
         "algorithm": algorithm,
         "name": name or algorithm,
         "exact": bool(sampler.exact),
+        # a peer's own prior, truncation, initialisation and tolerances (docs/design.md "Peers")
+        "external": bool(sampler.external),
+        "peer_settings": sampler.settings() if sampler.external else None,
         "options": dict(getattr(sampler, "params", options)),
         "options_given": options,
         "dataset": data.name,
