@@ -200,6 +200,34 @@ def test_numbers_come_from_the_traces(report, traces):
 
 
 @pytest.mark.slow
+def test_leaderboard_is_computed_from_the_chains(report, traces):
+    """Each dataset opens with its leaderboard: R-hat and ESS as arviz-stats gives them on the
+    chains' second halves, the time-to-target level from the best fixed-alpha chain, the
+    methods that disagree marked, and the quality-against-time figure where quality was measured."""
+    from arviz_stats.base import array_stats
+
+    text = report[0].read_text(encoding="utf-8")
+    page = Page(text)
+    for section in ("dataset-0", "dataset-1"):
+        assert "Which method?" in page.sections[section] and "Leaderboard: medians over chains" in page.sections[section]
+    chains = {str(p): read_trace(p) for p in traces}
+    gibbs = [t for t, meta in chains.values() if t["dataset"].iloc[0] == DATA and t["algorithm"].iloc[0] == "gibbs"
+             and t["workers"].iloc[0] == 1]
+    # ITERATIONS steps: the draws are the last max(ITERATIONS / 2, 4) of them
+    draws = np.array([t.sort_values("iteration")["log_joint"].to_numpy()[-max(ITERATIONS // 2, 4):] for t in gibbs])
+    rhat = float(array_stats.rhat(draws, chain_axis=0, draw_axis=1))
+    board = text.split("<section id='dataset-0'>", 1)[1].split("</table>", 1)[0]  # its first table
+    row = board.split("<td>gibbs</td>", 1)[1].split("</tr>", 1)[0]
+    assert row.startswith(f"<td class='n'>{len(gibbs)}</td><td class='n'>{rhat:.4g} / ")
+    assert ("not converged" in row) == (rhat > 1.01)
+    fixed = [t for t, meta in chains.values() if t["dataset"].iloc[0] == DATA and meta.get("alpha_prior") is None]
+    best = max(t["log_joint"].max() for t in fixed)
+    assert f"at or above {best - 1e-3 * abs(best):,.1f} nats, within 0.1 % of the best" in page.sections["dataset-0"]
+    assert f"Quality against time on {DATA}" in text  # held-out points and labels: both panels
+    assert "Quality against time on unlabelled-blobs" not in text  # nothing held out, no truth: no figure
+
+
+@pytest.mark.slow
 def test_claims_are_measured_or_say_what_is_missing(traces):
     frame, runs = load_runs(traces)
     chang, daume, wang = claims.check_claims(frame, runs)
