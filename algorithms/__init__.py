@@ -41,7 +41,11 @@ _REGISTRY = MappingProxyType({
 })
 
 #: optional peers: registry name -> ("module:Class", the library's import name, how to install it)
-_OPTIONAL = MappingProxyType({})
+_OPTIONAL = MappingProxyType({
+    "bnpy-memovb": ("dpmmbench.algorithms.peers.bnpy_memovb:BnpyMemoVB", "bnpy",
+                    "install it with pip install -e '.[peers]' && pip install --no-deps bnpy==0.1.7 "
+                    "(bnpy pins a joblib that no longer installs; docs/design.md \"Peers\")"),
+})
 
 
 def _installed(library: str) -> bool:

@@ -126,5 +126,74 @@ def test_sklearn_bgm_through_the_driver_records_its_settings():
     assert set(trace["peer_converged"]) <= {0, 1}
     assert meta["heldout_lpd"] is not None and np.isfinite(meta["heldout_lpd"])
     json.dumps(meta, default=str)
-    _, ours = driver.run("gibbs", "synth-chang2013?n=400", 1, seed=2)
-    assert ours["external"] is False and ours["peer_settings"] is None
+
+
+# ---- bnpy-memovb (the peers extra; .ci/run installs it) -----------------------------------
+needs_bnpy = pytest.mark.skipif("bnpy-memovb" not in algorithms.available(),
+                                reason="bnpy is not installed: " + algorithms.missing().get("bnpy-memovb", ""))
+
+
+@needs_bnpy
+def test_bnpy_memovb_recovers_separated_blobs_one_lap_per_step():
+    import gc
+
+    X, truth = four_blobs(n=150)
+    s = algorithms.make("bnpy-memovb", family=NIW, alpha=1.0, seed=0)
+    state = s.init(X, init_clusters=1)
+    assert state.info["peer_laps"] == 0.0
+    for lap in range(1, 31):
+        state = s.step(state)
+        if state.info["peer_converged"]:
+            break
+        assert state.info["peer_laps"] == lap
+    assert state.info["n_clusters"] == 4 and vi(state.labels, truth) < 1e-9
+    assert np.isfinite(state.info["peer_objective"])
+    # a chain that ends while bnpy is still paused lets its thread go
+    fit = algorithms.make("bnpy-memovb", family=NIW, seed=1).init(X).fit
+    gc.collect()
+    fit._thread.join(timeout=10)
+    assert not fit._thread.is_alive()
+
+
+@needs_bnpy
+def test_bnpy_memovb_is_deterministic_from_the_seed_and_records_its_settings():
+    X, _ = four_blobs(n=40)
+
+    def chain(seed):
+        s = algorithms.make("bnpy-memovb", family=NIW, seed=seed, K=3)
+        state = s.init(X)
+        out = [state.labels.copy()]
+        for _ in range(3):
+            out.append(s.step(state).labels.copy())
+        return np.array(out)
+
+    np.testing.assert_array_equal(chain(5), chain(5))
+    settings = algorithms.make("bnpy-memovb", family=NIW, alpha=0.5, K=3).settings()
+    assert settings["gamma0"] == 0.5 and settings["initial_K"] == 3 and settings["library"].startswith("bnpy ")
+    assert "birth" in settings["moves"] and "init_clusters is not used" in settings["initialisation"]
+    json.dumps(settings)
+    with pytest.raises(ValueError, match="fits only the families"):
+        algorithms.make("bnpy-memovb", family=DirichletMultinomial(0.5, 3))
+    with pytest.raises(ValueError, match="cannot learn alpha"):
+        algorithms.make("bnpy-memovb", family=NIW, alpha_prior=(1.0, 1.0))
+
+
+@needs_bnpy
+def test_bnpy_memovb_through_the_driver():
+    trace, meta = driver.run("bnpy-memovb", "synth-chang2013?n=400", 3, seed=0)
+    assert meta["external"] and meta["peer_settings"]["method"].startswith("memoized VB")
+    assert list(trace["iteration"]) == [0, 1, 2, 3] and trace["log_joint"].map(np.isfinite).all()
+    assert np.isfinite(meta["heldout_lpd"])
+
+
+def test_list_marks_peers_and_says_how_to_get_a_missing_one(capsys, monkeypatch):
+    from dpmmbench.workflows.cli import main
+
+    monkeypatch.setattr(algorithms, "_installed", lambda library: False)
+    assert "bnpy-memovb" not in algorithms.available()
+    with pytest.raises(ValueError, match="'bnpy-memovb' needs the 'bnpy' library.*pip install --no-deps bnpy"):
+        algorithms.get("bnpy-memovb")
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "sklearn-bgm          exact=False  peer" in out
+    assert "bnpy-memovb          peer, not installed: install it with pip install -e '.[peers]'" in out

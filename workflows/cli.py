@@ -338,7 +338,10 @@ def _cmd_list(args) -> int:
 
     print("algorithms:")
     for name in algorithms.available():
-        print(f"  {name:<20} exact={algorithms.get(name).exact}")
+        cls = algorithms.get(name)
+        print(f"  {name:<20} exact={cls.exact}" + ("  peer (another library's method)" if cls.external else ""))
+    for name, hint in algorithms.missing().items():
+        print(f"  {name:<20} peer, not installed: {hint}")
     print("datasets:")
     describe = getattr(datasets, "describe", None)
     for name in datasets.available():

@@ -7,5 +7,7 @@ its own objective is kept beside them, and :meth:`Peer.settings` reports the pri
 truncation, initialisation and tolerances it ran with (docs/design.md "Peers").
 
 - ``sklearn_bgm.py``: scikit-learn's variational ``BayesianGaussianMixture`` with the
-  Dirichlet-process weight prior (``sklearn-bgm``, in the default install).
+  Dirichlet-process weight prior (``sklearn-bgm``, in the default install);
+- ``bnpy_memovb.py``: bnpy's memoized variational inference with birth and merge moves
+  (``bnpy-memovb``, optional: the ``peers`` extra, then ``pip install --no-deps bnpy``).
 """
