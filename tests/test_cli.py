@@ -476,6 +476,11 @@ def test_summarize_and_report_errors_have_their_codes(tmp_path, capsys):
         (["report", str(bad), "--out", str(tmp_path / "r.html")], 3, "does not match its sidecar"),
         (["report", str(good), "--out", str(tmp_path / "a-file" / "r.html")], 4, "a-file"),
         (["report", str(good), "--out", str(tmp_path / "r.html"), "--config", str(tmp_path / "no.yaml")], 2, "no.yaml"),
+        (["summarize", str(good), "--out", str(tmp_path / "s.csv"), "--runs", str(tmp_path / "a-file" / "r.csv")], 4,
+         "a-file"),
+        (["summarize", str(good), "--out", str(tmp_path / "s.csv"), "--runs", str(tmp_path / "r.txt")], 2, "--runs"),
+        (["summarize", str(good), "--out", str(tmp_path / "s.csv"), "--target-tolerance", "nan"], 2, "target tolerance"),
+        (["report", str(good), "--out", str(tmp_path / "r.html"), "--target-tolerance", "1"], 2, "target tolerance"),
     ]
     for args, code, needle in cases:
         assert main(args) == code, args
