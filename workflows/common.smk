@@ -34,7 +34,9 @@ def selected_algorithms():
         return [name for name in known if not algorithms.get(name).external]
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"config 'algorithms': unknown {unknown}; available: {known}")
+        missing = algorithms.missing()  # optional peers whose library is not installed
+        hints = "".join(f"; {n}: {missing[n]}" for n in unknown if n in missing)
+        raise ValueError(f"config 'algorithms': unknown or not installed {unknown}; available: {known}{hints}")
     return list(names)
 
 
