@@ -152,6 +152,8 @@ def test_smoke_config_end_to_end(smoke_run):
     ({"variants": {"g": {"algorithm": "gibbs", "alpha_prior": [1.0]}}}, "alpha_prior"),
     ({"test_fraction": 0.6}, "test_fraction"),
     ({"heldout_draws": 0}, "heldout_draws"),
+    ({"target_tolerance": 1.5}, "target_tolerance"),
+    ({"target_tolerance": float("nan")}, "target_tolerance"),
 ])
 def test_bad_config_stops_before_any_job(tmp_path, edit, message):
     config = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())

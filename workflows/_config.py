@@ -15,6 +15,7 @@ from numbers import Integral
 from dpmmbench import datasets
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Interval, check_value
 from dpmmbench.datasets.split import heldout_count
+from dpmmbench.reports.chains import check_tolerance
 
 
 def check_run_parameter(where: str, name: str, value):
@@ -62,6 +63,11 @@ def check_values(config: dict) -> None:
             check_run_parameter(key, key, config[key])
     for i, seed in enumerate(config.get("seeds", [])):
         check_run_parameter(f"seeds[{i}]", "seed", seed)
+    if "target_tolerance" in config:
+        try:
+            check_tolerance(config["target_tolerance"])
+        except ValueError as exc:
+            raise ValueError(f"config 'target_tolerance': {exc}") from None
     for name, variant in (config.get("variants") or {}).items():
         for key in ("iterations", "time_budget", "alpha", "alpha_prior"):
             if key in variant:

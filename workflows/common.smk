@@ -123,6 +123,14 @@ def run_args(wildcards, input):
     return " ".join(shlex.quote(str(a)) for a in args)
 
 
+def target_tolerance_args():
+    """``--target-tolerance F`` for ``summarize`` and ``report`` when the config sets
+    ``target_tolerance`` (else nothing: the code's default)."""
+    if "target_tolerance" not in config:
+        return ""
+    return f"--target-tolerance {shlex.quote(repr(float(config['target_tolerance'])))}"
+
+
 def check_config():
     """Stop before any job on what the schema cannot see: run parameters outside their
     declared constraints (NaN, infinity, an integral float), dataset names that do not parse

@@ -17,8 +17,9 @@ rule report:
         # the effective config (config files + --config overrides), shown in the report
         config=lambda wc: json.dumps(config),
         priors=" ".join(f"--priors {shlex.quote(path)}" for path in PRIORS_CSV),
+        tolerance=target_tolerance_args(),
     conda:
         SOFTWARE_ENV
     shell:
         "{params.python} -m dpmmbench.workflows.cli report {input.traces} --config-json {params.config:q}"
-        " {params.priors} --out {output} > {log} 2>&1"
+        " {params.priors} {params.tolerance} --out {output} > {log} 2>&1"

@@ -40,8 +40,9 @@ rule summary:
         "logs/summary.log",
     params:
         python=PYTHON,
+        tolerance=target_tolerance_args(),
     conda:
         SOFTWARE_ENV
     shell:
         "{params.python} -m dpmmbench.workflows.cli summarize {input} --out {output.summary}"
-        " --runs {output.runs} > {log} 2>&1"
+        " --runs {output.runs} {params.tolerance} > {log} 2>&1"
