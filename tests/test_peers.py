@@ -137,9 +137,13 @@ needs_bnpy = pytest.mark.skipif("bnpy-memovb" not in algorithms.available(),
 def test_bnpy_memovb_recovers_separated_blobs_one_lap_per_step():
     import gc
 
+    import logging
+
     X, truth = four_blobs(n=150)
     s = algorithms.make("bnpy-memovb", family=NIW, alpha=1.0, seed=0)
+    handlers = list(logging.getLogger().handlers)
     state = s.init(X, init_clusters=1)
+    assert logging.getLogger().handlers == handlers  # bnpy empties them; the adapter puts them back
     assert state.info["peer_laps"] == 0.0
     for lap in range(1, 31):
         state = s.step(state)

@@ -17,6 +17,7 @@ Python 3.11 / NumPy 2 it needs a few removed aliases back before it is imported,
 from __future__ import annotations
 
 import inspect
+import logging
 import shutil
 import tempfile
 import threading
@@ -103,13 +104,19 @@ class _PausedFit:
     def advance(self):
         """Run to the next pause (the first call: to the initialised model)."""
         if self._thread is None:
+            # bnpy's set-up empties the root logger's handlers (the host's, e.g. pytest's or a
+            # Dask worker's): they are put back once it has paused
+            root = logging.getLogger()
+            handlers = list(root.handlers)
             self._thread = threading.Thread(target=self._fit, daemon=True, name="bnpy-memovb")
             self._thread.start()
+            self._paused.acquire()
+            root.handlers[:] = handlers
         elif self.finished:
             return
         else:
             self._resume.release()
-        self._paused.acquire()
+            self._paused.acquire()
         if self.error is not None:
             raise self.error
 
