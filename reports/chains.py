@@ -202,8 +202,7 @@ def best_log_joints(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
         dataset -> best log joint (datasets whose runs all learn alpha are absent).
     """
     fixed = runs.loc[~runs["learned_alpha"].astype(bool), ["run", "dataset"]]
-    best = frame[["run", "log_joint"]].merge(fixed, on="run").groupby("dataset")["log_joint"].max()
-    return best
+    return frame[["run", "log_joint"]].merge(fixed, on="run").groupby("dataset")["log_joint"].max()
 
 
 def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: float = TARGET_TOLERANCE,
@@ -251,22 +250,21 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
               for run, chain in frame[frame["run"].isin(ok["run"])].groupby("run", sort=False)}
     thresholds = best_log_joints(frame[frame["run"].isin(ok["run"])], ok).map(
         lambda best: target_threshold(best, tolerance))
-    n_failed = runs[failed].groupby(by, sort=False).size()
     rows = []
     for key, group in runs.groupby(by, sort=False):
         key = key if isinstance(key, tuple) else (key,)
         row = dict(zip(by, key))
-        members = group[~failed.loc[group.index]]
+        broke = failed.loc[group.index]
+        members = group[~broke]
         chains = [traces[run] for run in members["run"] if run in traces]
         learned = bool(members["learned_alpha"].astype(bool).any())
-        row.update(chains=len(chains), failed=int(n_failed.get(key if len(key) > 1 else key[0], 0)),
-                   learned_alpha=learned)
+        row.update(chains=len(chains), failed=int(broke.sum()), learned_alpha=learned)
         for column, name in OVER_CHAINS:
             values = members[column] if column in members else pd.Series(math.nan, index=members.index)
             row[name], row[f"{name}_lo"], row[f"{name}_hi"] = interval(values)
-        row["draws"] = draws(chains, "log_joint").shape[1] if chains else 0
+        row["draws"] = draws(chains, "log_joint").shape[1]
         for column, suffix in DIAGNOSED:
-            stats = diagnostics(draws(chains, column)) if chains else diagnostics(np.empty((0, 0)))
+            stats = diagnostics(draws(chains, column))
             row.update({f"{stat}_{suffix}": value for stat, value in stats.items()})
         row["ess_per_s"] = _ess_per_second(chains, row["ess_bulk_log_joint"])
         threshold = math.nan if learned else thresholds.get(row["dataset"], math.nan)

@@ -153,6 +153,9 @@ def test_failed_runs_are_counted_and_left_out():
     row = _stats(traces, status=["completed"] * 3 + ["failed"])
     assert row["chains"] == 3 and row["failed"] == 1
     assert row["target_log_joint"] < -900  # the failed run's value set no target
+    row = _stats(traces[:2], status=["failed", "failed"])  # nothing left: NaN, not a crash
+    assert row["chains"] == 0 and row["failed"] == 2 and row["draws"] == 0
+    assert np.isnan(row["rhat_log_joint"]) and np.isnan(row["final_log_joint"]) and np.isnan(row["time_to_target_s"])
 
 
 def test_summary_and_runs_tables_from_trace_files(tmp_path):
