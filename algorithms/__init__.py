@@ -45,6 +45,9 @@ _OPTIONAL = MappingProxyType({
     "bnpy-memovb": ("dpmmbench.algorithms.peers.bnpy_memovb:BnpyMemoVB", "bnpy",
                     "install it with pip install -e '.[peers]' && pip install --no-deps bnpy==0.1.7 "
                     "(bnpy pins a joblib that no longer installs; docs/design.md \"Peers\")"),
+    "bmcc": ("dpmmbench.algorithms.peers.bmcc_gibbs:BmccGibbs", "bmcc",
+             "install it with CFLAGS=-fcommon pip install --no-deps --no-build-isolation bmcc==1.0.3 "
+             "(a C extension built from source; docs/design.md \"Peers\")"),
 })
 
 

@@ -9,5 +9,7 @@ truncation, initialisation and tolerances it ran with (docs/design.md "Peers").
 - ``sklearn_bgm.py``: scikit-learn's variational ``BayesianGaussianMixture`` with the
   Dirichlet-process weight prior (``sklearn-bgm``, in the default install);
 - ``bnpy_memovb.py``: bnpy's memoized variational inference with birth and merge moves
-  (``bnpy-memovb``, optional: the ``peers`` extra, then ``pip install --no-deps bnpy``).
+  (``bnpy-memovb``, optional: the ``peers`` extra, then ``pip install --no-deps bnpy``);
+- ``bmcc_gibbs.py``: bmcc's collapsed Gibbs sampler in C (``bmcc``, optional: built from
+  source with ``CFLAGS=-fcommon pip install --no-deps --no-build-isolation bmcc``).
 """

@@ -16,13 +16,16 @@ class Peer(Sampler):
     posterior), external, and unable to learn alpha under the suite's Gamma prior unless it
     says otherwise: a run that asks for that is refused when the peer is built rather than
     run under another prior. A peer starts from its own initialisation (recorded in its
-    :meth:`settings`): ``init`` checks ``init_clusters`` but refuses a given partition.
+    :meth:`settings`): ``init`` checks ``init_clusters`` but refuses a given partition, unless
+    the peer starts from the suite's partition (``starts_from_partition``).
     """
 
     exact = False
     external = True
     #: the peer learns alpha under the suite's ``alpha_prior``
     learns_alpha: ClassVar[bool] = False
+    #: the peer starts from the suite's initial partition (``init_clusters`` or labels)
+    starts_from_partition: ClassVar[bool] = False
 
     def __init__(self, family, **kwargs):
         super().__init__(family, **kwargs)
@@ -38,10 +41,10 @@ class Peer(Sampler):
         ValueError
             ``labels`` were given, or bad data or ``init_clusters`` (as :meth:`Sampler.init`).
         """
-        if labels is not None:
+        if labels is not None and not self.starts_from_partition:
             raise ValueError(f"{self.name!r} starts from its own initialisation ({self.settings()['initialisation']}); "
                              f"it cannot start from given labels")
-        return super().init(X, init_clusters=init_clusters)
+        return super().init(X, init_clusters=init_clusters, labels=labels)
 
     @abstractmethod
     def settings(self) -> dict:
