@@ -259,7 +259,7 @@ def daume2007(frame: pd.DataFrame, runs: pd.DataFrame) -> Claim:
                 outcome, result = "tie: the same log joint (not higher)", False
             else:
                 outcome, result = f"{label} higher by {b_value - value:,.1f} nats", False
-            if short and result is not None:
+            if short:  # inconclusive or not, the scale it fell short of is named
                 outcome, result = f"{outcome} (below the claim's scale: {'; '.join(short)})", None
             outcomes.append((dataset, f"{s_label} vs {label}", result, outcome))
             rows.append({"dataset": dataset, "algorithm": label, "seeds": len(b_runs), "compared at (s)": at,

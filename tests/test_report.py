@@ -236,8 +236,8 @@ def test_claims_are_measured_or_say_what_is_missing(traces):
     # not; 200 points and a few iterations are far below the claim's scale: measured, not decided
     assert chang.verdict == claims.UNDECIDED
     assert "fsd" in chang.summary and "gibbs-supercluster" in chang.summary and "not in this grid" in chang.summary
-    plateau = runs.loc[runs["dataset"] == DATA, "final_log_joint"].max()
     assert f"{len(datasets.load(DATA).X):,} points (needs {claims.CHANG_SCOPE.points:,})" in chang.summary
+    plateau = runs.loc[runs["dataset"] == DATA, "final_log_joint"].max()
     assert f"plateau {plateau:,.1f} nats" in chang.summary
 
     # Daumé: the search against each gibbs label at the search's finishing time, recomputed here

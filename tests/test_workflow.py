@@ -150,6 +150,7 @@ def test_smoke_config_end_to_end(smoke_run):
     ({"datasets": {"x": "synth-chang2013?m=3"}}, "unknown parameter 'm'"),
     ({"alpha_prior": [1.0, 0.0]}, "alpha_prior"),
     ({"variants": {"g": {"algorithm": "gibbs", "alpha_prior": [1.0]}}}, "alpha_prior"),
+    ({"variants": {"g": {"algorithm": "auxvar", "workers": [2, 0]}}}, "workers"),
     ({"test_fraction": 0.6}, "test_fraction"),
     ({"heldout_draws": 0}, "heldout_draws"),
     ({"target_tolerance": 1.5}, "target_tolerance"),
@@ -169,7 +170,6 @@ def test_bad_config_stops_before_any_job(tmp_path, edit, message):
 def test_config_schema_agrees_with_the_run_parameters():
     """The schema is the config file's boundary, RUN_PARAMETERS the runs': every run parameter
     the schema admits is a valid run parameter (the config may narrow a constraint, never
-    ({"variants": {"g": {"algorithm": "auxvar", "workers": [2, 0]}}}, "workers"),
     widen it), and the schema declares no default of its own."""
     schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
     props = schema["properties"]
