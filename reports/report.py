@@ -331,6 +331,7 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
                                      network, stats[stats["dataset"] == dataset], target_tolerance))
     if priors is not None:
         body.append(_priors_section(priors))
+    body.append(_peers_section(runs))
     body.append(_communication_section(runs, datasets))
     body.append(_search_section(runs))
     asv_html = Path(asv_html) if asv_html is not None else Path(__file__).resolve().parents[1] / ASV_HTML
@@ -357,7 +358,7 @@ def _toc(datasets, priors=False) -> str:
     items = ["<li><a href='#claims'>Claims of the papers</a></li>"]
     items += [f"<li><a href='#dataset-{i}'>{html.escape(d)}</a></li>" for i, d in enumerate(datasets)]
     items += ["<li><a href='#priors'>Prior sensitivity</a></li>"] if priors else []
-    items += ["<li><a href='#communication'>Communication</a></li>", "<li><a href='#search'>Search statistics</a></li>",
+    items += ["<li><a href='#peers'>Peers' settings</a></li>", "<li><a href='#communication'>Communication</a></li>", "<li><a href='#search'>Search statistics</a></li>",
               "<li><a href='#environment'>Environment</a></li>"]
     return f"<nav><ul>{''.join(items)}</ul></nav>"
 
@@ -372,6 +373,29 @@ def _priors_section(path) -> str:
         parts += [f"<h3><code>{html.escape(str(dataset))}</code></h3>", f"<p>{html.escape(priors_mod.describe(rows))}</p>",
                   _figure(png, f"Prior sensitivity on {dataset}", caption),
                   _frame_table(priors_mod.summary_table(rows))]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _peers_section(runs) -> str:
+    """Every peer's own settings (its prior, truncation, initialisation, tolerances, library
+    version) as its runs recorded them, so that a default is never read as a tuned comparison."""
+    parts = ["<section id='peers'><h2>Peers' settings</h2>"]
+    peers = runs[[bool(m.get("external")) for m in runs["meta"]]]
+    if peers.empty:
+        parts.append("<p class='note'>No peer (another library's method) ran here.</p></section>")
+        return "\n".join(parts)
+    parts.append("<p>Peers are other libraries' methods run through the same driver and scored by the same "
+                 "scorer as the suite's samplers; each runs with its own prior, truncation and initialisation, "
+                 "as listed (a value that differs between runs is listed with its number of runs). They are not "
+                 "exact: none is checked against the enumerated posterior.</p>")
+    for label, group in peers.groupby("label", sort=False):
+        settings = [m.get("peer_settings") or {} for m in group["meta"]]
+        keys = list(dict.fromkeys(k for s in settings for k in s))
+        rows = [[key, _distinct([s.get(key) for s in settings], len(settings))] for key in keys]
+        parts.append(f"<h3><code>{html.escape(str(label))}</code> ({len(group)} runs)</h3>")
+        parts.append(_table(["setting", "value"], rows, align_numbers=False) if rows else
+                     "<p class='note'>Its runs recorded no settings.</p>")
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -411,7 +435,8 @@ def _dataset_section(i, dataset, frame, runs, order, styles, network, stats, tol
     text = " ".join(d if d.endswith((".", "!", "?")) else d + "." for d in described if d)
     parts.append(f"<p>{html.escape(text)}</p>")
 
-    parts.append(_leaderboard(stats, labels, tolerance))
+    peers = set(runs.loc[[bool(m.get("external")) for m in runs["meta"]], "label"])
+    parts.append(_leaderboard(stats, labels, tolerance, peers))
     png = figures.pareto_figure(stats, labels, styles)
     if png is not None:
         parts.append(_figure(png, f"Quality against time on {dataset}",
@@ -623,10 +648,10 @@ def _affine_text(fixed, per_worker, fmt) -> str:
     return fmt(fixed)
 
 
-def _leaderboard(stats, labels, tolerance) -> str:
+def _leaderboard(stats, labels, tolerance, peers=frozenset()) -> str:
     """Per method of one dataset: convergence, efficiency and quality over its chains
     (:func:`reports.chains.chain_statistics`), fastest to the target first, with a sentence
-    that names the leaders."""
+    that names the leaders; the ``peers`` labels link to their settings."""
     rows_in = stats.set_index("label").loc[[label for label in labels if label in set(stats["label"])]]
     # fastest to the target first (never reached, or not comparable, last), then the better predictive
     ranked = rows_in.assign(_t=rows_in["time_to_target_s"].fillna(math.inf),
@@ -644,7 +669,9 @@ def _leaderboard(stats, labels, tolerance) -> str:
             target = _Raw(f"<span class='bad'>not reached</span> (0 of {r['chains']})")
         else:
             target = _Raw(f"{_interval(r, 'time_to_target_s', _secs)} ({r['reached']} of {r['chains']})")
-        row = [label, chains_text, rhat,
+        name = (_Raw(f"{html.escape(label)} <a class='peer' href='#peers'>(peer)</a>") if label in peers
+                else label)
+        row = [name, chains_text, rhat,
                f"{_int(r['ess_bulk_log_joint'])} / {_int(r['ess_tail_log_joint'])}", _num(r["ess_per_s"], 3),
                target, _Raw(_interval(r, "heldout_lpd", lambda x: _num(x, 4)))]
         if with_truth:

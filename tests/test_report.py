@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import html
 import json
 import os
 import select
@@ -42,6 +43,10 @@ ITERATIONS = 4
 FIGURES = 2 * 2 + 1 + 1 + 1 + 1
 #: the name of the runs that learn alpha
 LEARNED = "gibbs-learned-alpha"
+#: the peer among them (in the default install)
+PEER = "sklearn-bgm"
+#: the report's sections, in order
+SECTIONS = ["claims", "dataset-0", "dataset-1", "peers", "communication", "search", "environment"]
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1280,900")
@@ -75,6 +80,9 @@ def traces(tmp_path_factory, scheduler):
         trace, meta = driver.run("gibbs", DATA, ITERATIONS, seed=seed, scheduler=scheduler, alpha_prior=(1.0, 1.0),
                                  name=LEARNED)
         paths.append(write_trace(trace, out / "chang" / LEARNED / f"seed{seed}.parquet", meta))
+    for seed in SEEDS:  # a peer beside them, with its own settings
+        trace, meta = driver.run(PEER, DATA, ITERATIONS, seed=seed, scheduler=scheduler, options={"n_components": 7})
+        paths.append(write_trace(trace, out / "chang" / PEER / f"seed{seed}.parquet", meta))
 
     data = datasets.load(DATA)
     for seed in SEEDS:  # no ground truth: the report must leave VI out
@@ -136,7 +144,7 @@ def png_size(data: bytes):
 def test_sections_figures_and_speed(report, traces):
     out, seconds = report
     page = Page(out.read_text(encoding="utf-8"))
-    assert list(page.sections) == ["claims", "dataset-0", "dataset-1", "communication", "search", "environment"]
+    assert list(page.sections) == SECTIONS
     assert DATA in page.sections["dataset-0"] and "Ground truth available" in page.sections["dataset-0"]
     assert "unlabelled-blobs" in page.sections["dataset-1"] and "No ground truth" in page.sections["dataset-1"]
     # subc and slice-mr ran on shards: a scaling model, labelled as one, with its network stated
@@ -225,6 +233,26 @@ def test_leaderboard_is_computed_from_the_chains(report, traces):
     assert f"at or above {best - 1e-3 * abs(best):,.1f} nats, within 0.1 % of the best" in page.sections["dataset-0"]
     assert f"Quality against time on {DATA}" in text  # held-out points and labels: both panels
     assert "Quality against time on unlabelled-blobs" not in text  # nothing held out, no truth: no figure
+
+
+@pytest.mark.slow
+def test_peers_settings_are_shown_and_linked(report, traces):
+    """A peer's own settings, as its runs recorded them, are in the report, and its leaderboard
+    row says it is a peer and links there: a default is never read as a tuned comparison."""
+    text = report[0].read_text(encoding="utf-8")
+    peers = Page(text).sections["peers"]
+    recorded = [meta["peer_settings"] for t, meta in map(read_trace, traces) if meta.get("external")]
+    assert len(recorded) == len(SEEDS)
+    label = f"{PEER}[n_components=7]"  # a non-default option is part of the name
+    assert f"{label} ({len(SEEDS)} runs)" in peers
+    for key, value in recorded[0].items():
+        assert key in peers
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            assert html.escape(str(value)) in text, key
+    assert recorded[0]["n_components"] == 7 and "scikit-learn" in recorded[0]["library"]
+    board = text.split("<section id='dataset-0'>", 1)[1].split("</table>", 1)[0]
+    assert f"<td>{label} <a class='peer' href='#peers'>(peer)</a></td>" in board
+    assert "<td>gibbs</td>" in board  # our own samplers are not marked
 
 
 @pytest.mark.slow
@@ -495,7 +523,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     seen = open_in_chromium(report[0], tmp_path)
     page = seen["page"]
     assert page["title"] == "dpmmbench comparison report"
-    assert page["sections"] == ["claims", "dataset-0", "dataset-1", "communication", "search", "environment"]
+    assert page["sections"] == SECTIONS
     assert len(page["images"]) == FIGURES
     for image in page["images"]:
         assert image["decoded"] and image["complete"], image["alt"]
