@@ -7,50 +7,51 @@ import pytest
 from dpmmbench.reports import claims
 
 
-def _run(i, dataset, algorithm, seed=0, *, points, time_s=10.0, workers=1, final=-1000.0, vi=0.1, bytes_=0.0,
-         search_s=np.nan, options=None):
+def _run(i, dataset, algorithm, seed=0, *, points, time_s=10.0, iterations=500, workers=1, final=-1000.0, vi=0.1,
+         bytes_=0.0, search_s=np.nan, options=None):
     """One row of the run table of :func:`reports.report.load_runs` (the columns the claims read)."""
     label = algorithm if workers == 1 else f"{algorithm} ({workers} workers)"
     return {"run": i, "dataset": dataset, "algorithm": algorithm, "variant": algorithm, "label": label,
-            "seed": seed, "workers": workers, "options": options or {}, "time_s": time_s,
+            "seed": seed, "workers": workers, "options": options or {}, "time_s": time_s, "iterations": iterations,
             "final_log_joint": final, "final_vi": vi, "final_n_clusters": 10, "search_s": search_s,
             "bytes": bytes_, "learned_alpha": False,
             "meta": {"n_points": int(points * 0.9), "heldout_points": points - int(points * 0.9)}}
 
 
-def _chang(points, time_s, gibbs_final):
+def _chang(points, iterations, gibbs_final, time_s=10.0):
     """subc at the plateau; fsd stuck far below; gibbs at ``gibbs_final``; two seeds each."""
     dataset = f"synth-chang2013?n={points}"
     finals = {"subc": (-100_000.0, 0.05), "fsd": (-120_000.0, 0.5), "gibbs": (gibbs_final, 0.3)}
-    rows = [_run(0, dataset, name, seed, points=points, time_s=time_s, final=final, vi=vi)
+    rows = [_run(0, dataset, name, seed, points=points, time_s=time_s, iterations=iterations, final=final, vi=vi)
             for name, (final, vi) in finals.items() for seed in (0, 1)]
     return pd.DataFrame(rows).assign(run=range(len(rows)))
 
 
-@pytest.mark.parametrize("points, time_s, need", [(20_000, 10.0, "20,000 points (needs 100,000)"),
-                                                   (100_000, 0.6, "(needs 5 s)")])
-def test_chang_below_its_scale_is_not_decided_and_names_the_requirement(points, time_s, need):
-    claim = claims.chang2013(_chang(points, time_s, gibbs_final=-110_000.0))
+@pytest.mark.parametrize("points, iterations, need", [(20_000, 500, "20,000 points (needs 100,000)"),
+                                                       (100_000, 50, "iterations subc 50, fsd 50, gibbs 50 "
+                                                                     "(needs 200)")])
+def test_chang_below_its_scale_is_not_decided_and_names_the_requirement(points, iterations, need):
+    claim = claims.chang2013(_chang(points, iterations, gibbs_final=-110_000.0))
     assert claim.verdict == claims.UNDECIDED == "not decided at this budget"
     assert claim.scope is claims.CHANG_SCOPE
-    assert "at least 100,000 points and 5 s of sampler time per chain" in claim.summary
+    assert "at least 100,000 points and 200 iterations per chain" in claim.summary
     assert need in claim.summary
     # what was measured there is still shown, marked as not deciding
     assert "subc ended at the plateau" in claim.summary and not claim.table["decides"].any()
 
 
 def test_chang_at_scale_holds_or_not_as_measured():
-    held = claims.chang2013(_chang(100_000, 10.0, gibbs_final=-110_000.0))
+    held = claims.chang2013(_chang(100_000, 500, gibbs_final=-110_000.0))
     assert held.verdict == claims.HELD and held.table["decides"].all()
     assert "fsd and gibbs stayed below it" in held.summary
     # gibbs escaping to the plateau refutes the claim at this scale
-    failed = claims.chang2013(_chang(100_000, 10.0, gibbs_final=-100_010.0))
+    failed = claims.chang2013(_chang(100_000, 500, gibbs_final=-100_010.0))
     assert failed.verdict == claims.FAILED and "gibbs reached it too" in failed.summary
 
 
 def test_chang_counts_only_the_data_sets_at_scale():
-    small = _chang(20_000, 10.0, gibbs_final=-100_005.0)  # would refute it, but below the scale
-    large = _chang(100_000, 10.0, gibbs_final=-110_000.0)
+    small = _chang(20_000, 500, gibbs_final=-100_005.0)  # would refute it, but below the scale
+    large = _chang(100_000, 500, gibbs_final=-110_000.0)
     claim = claims.chang2013(pd.concat([small, large], ignore_index=True).assign(run=lambda r: range(len(r))))
     assert claim.verdict == claims.HELD
     assert "Not counted:" in claim.summary and "20,000 points (needs 100,000)" in claim.summary
@@ -58,14 +59,15 @@ def test_chang_counts_only_the_data_sets_at_scale():
 
 def test_chang_counts_the_chains_that_ran_long_enough():
     """The default config's grid: every sampler for 50 iterations (too short to count) and the
-    claim's samplers again with its budget, as variants."""
-    brief = _chang(100_000, 1.5, gibbs_final=-100_001.0)  # gibbs at the plateau, but too briefly to count
-    full = _chang(100_000, 5.2, gibbs_final=-110_000.0)
-    full["label"] = full["label"] + "-5s"
+    claim's samplers again with its budget, as variants; the budget is in iterations, so a
+    chain slowed down by a busy machine still counts (and is the same seeded chain)."""
+    brief = _chang(100_000, 50, gibbs_final=-100_001.0)  # gibbs at the plateau, but too briefly to count
+    full = _chang(100_000, 200, gibbs_final=-110_000.0, time_s=30.0)
+    full["label"] = full["label"] + "-200it"
     claim = claims.chang2013(pd.concat([brief, full], ignore_index=True).assign(run=lambda r: range(len(r))))
     assert claim.verdict == claims.HELD
-    assert "not counted, shorter than 5 s: subc, fsd and gibbs" in claim.summary
-    assert set(claim.table.loc[claim.table["decides"], "algorithm"]) == {"subc-5s", "fsd-5s", "gibbs-5s"}
+    assert "not counted, shorter than 200 iterations per chain: subc, fsd and gibbs" in claim.summary
+    assert set(claim.table.loc[claim.table["decides"], "algorithm"]) == {"subc-200it", "fsd-200it", "gibbs-200it"}
 
 
 def _daume(points, gibbs_values, gibbs_ends=(5.0, 5.0)):
