@@ -45,6 +45,9 @@ _OPTIONAL = MappingProxyType({
     "bnpy-memovb": ("dpmmbench.algorithms.peers.bnpy_memovb:BnpyMemoVB", "bnpy",
                     "install it with pip install -e '.[peers]' && pip install --no-deps bnpy==0.1.7 "
                     "(bnpy pins a joblib that no longer installs; docs/design.md \"Peers\")"),
+    "dpgmm": ("dpmmbench.algorithms.peers.dpgmm_gibbs:DpgmmGibbs", "dpgmm",
+              "install it with pip install torch==2.13.0 && pip install dpgmm==0.2.0 (a CPU build of torch "
+              "where one is at hand, e.g. --index-url https://download.pytorch.org/whl/cpu; docs/design.md \"Peers\")"),
     "bmcc": ("dpmmbench.algorithms.peers.bmcc_gibbs:BmccGibbs", "bmcc",
              "install it with CFLAGS=-fcommon pip install --no-deps --no-build-isolation bmcc==1.0.3 "
              "(a C extension built from source; docs/design.md \"Peers\")"),

@@ -129,8 +129,13 @@ def test_sklearn_bgm_through_the_driver_records_its_settings():
 
 
 # ---- bnpy-memovb (the peers extra; .ci/run installs it) -----------------------------------
-needs_bnpy = pytest.mark.skipif("bnpy-memovb" not in algorithms.available(),
-                                reason="bnpy is not installed: " + algorithms.missing().get("bnpy-memovb", ""))
+def needs(name):
+    """Skip a test of the optional peer ``name`` where its library is missing (CI installs them all)."""
+    return pytest.mark.skipif(name not in algorithms.available(),
+                              reason=f"{name} is not installed: " + algorithms.missing().get(name, ""))
+
+
+needs_bnpy = needs("bnpy-memovb")
 
 
 @needs_bnpy
@@ -204,8 +209,7 @@ def test_list_marks_peers_and_says_how_to_get_a_missing_one(capsys, monkeypatch)
 
 
 # ---- bmcc (built from source in CI, .ci/run) -----------------------------------------------
-needs_bmcc = pytest.mark.skipif("bmcc" not in algorithms.available(),
-                                reason="bmcc is not installed: " + algorithms.missing().get("bmcc", ""))
+needs_bmcc = needs("bmcc")
 
 
 @needs_bmcc
@@ -237,3 +241,107 @@ def test_bmcc_through_the_driver():
     trace, meta = driver.run("bmcc", "synth-chang2013?n=400", 3, seed=0)
     assert meta["external"] and meta["peer_settings"]["method"].startswith("collapsed Gibbs")
     assert list(trace["iteration"]) == [0, 1, 2, 3] and trace["log_joint"].map(np.isfinite).all()
+
+
+# ---- dpgmm (PyTorch; .ci/run installs a CPU torch, then dpgmm) -------------------------------
+needs_dpgmm = needs("dpgmm")
+
+
+@needs_dpgmm
+def test_dpgmm_recovers_separated_blobs_and_reports_its_objective_and_alpha():
+    from sklearn.metrics import normalized_mutual_info_score
+
+    X, truth = four_blobs(n=50)
+    s = algorithms.make("dpgmm", family=NIW, alpha=1.0, seed=0)
+    state = s.init(X, init_clusters=1)
+    assert state.info["n_clusters"] == 10  # dpgmm's own random start (max_clusters_num), not init_clusters
+    for _ in range(25):
+        state = s.step(state)
+    assert state.iteration == 25 and state.alpha == 1.0  # the suite's alpha scores; dpgmm's is its own
+    assert normalized_mutual_info_score(truth, state.labels) > 0.9
+    assert np.isfinite(state.info["peer_objective"]) and state.info["peer_alpha"] > 0
+    assert state.info["n_clusters"] == len(np.unique(state.labels)) == state.labels.max() + 1
+
+
+@needs_dpgmm
+@pytest.mark.filterwarnings("ignore:Singular sample detected:UserWarning")  # dpgmm's own fit, unfiltered
+def test_dpgmm_steps_are_the_sweeps_of_its_own_fit_seeded_from_the_chain():
+    import random
+
+    import torch
+    from dpgmm.samplers import FullCovarianceCollapsedGibbsSampler
+
+    from dpmmbench.algorithms.partitions import compact
+
+    X, _ = four_blobs(n=20)
+
+    def chain(seed, batch_size=1):
+        s = algorithms.make("dpgmm", family=NIW, seed=seed, batch_size=batch_size)
+        state = s.init(X)
+        for _ in range(3):
+            state = s.step(state)
+        return state
+
+    host = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    a, b, c = chain(3), chain(3), chain(4)
+    # the chain's generators are its own: the host's are as they were
+    assert random.getstate() == host[0] and torch.equal(torch.get_rng_state(), host[2])
+    assert all(np.array_equal(x, y) for x, y in zip(np.random.get_state(), host[1]))
+    np.testing.assert_array_equal(a.labels, b.labels)
+    assert a.info == b.info and not np.array_equal(a.labels, c.labels)
+    for batch_size in (1, 7):
+        state = chain(3, batch_size)
+        # dpgmm's own fit of three sweeps, its process-wide generators seeded as the chain's
+        random.seed(state.seed)
+        np.random.seed(state.seed)
+        torch.manual_seed(state.seed)
+        library = FullCovarianceCollapsedGibbsSampler(init_strategy="init_data_stats", max_clusters_num=10,
+                                                      batch_size=batch_size, verbose=False)
+        fit = library.fit(3, torch.as_tensor(X, dtype=torch.float32))
+        np.testing.assert_array_equal(state.labels,
+                                      compact(library.get_examples_assignment(fit["cluster_assignment"]))[0])
+        assert state.info["peer_alpha"] == fit["alpha"]
+    random.setstate(host[0])
+    np.random.set_state(host[1])
+    torch.set_rng_state(host[2])
+
+
+@needs_dpgmm
+def test_dpgmm_settings_and_what_it_refuses():
+    settings = algorithms.make("dpgmm", family=NIW, max_clusters_num=5, batch_size=16, a=2.0, b=0.5).settings()
+    assert settings["library"].startswith("dpgmm 0.2.0") and settings["batch_size"] == 16
+    assert "Gamma(a=2.0, b=0.5)" in settings["alpha"] and settings["component_prior"]["kappa_0"] == 0.01
+    assert "uniform over 5 labels" in settings["initialisation"]
+    assert "init_clusters is not used" in settings["initialisation"]
+    json.dumps(settings)
+    with pytest.raises(ValueError, match="'dpgmm' fits only the families NormalInverseWishart, "
+                                         "NormalKnownCovariance; got DirichletMultinomial"):
+        algorithms.make("dpgmm", family=DirichletMultinomial(0.5, 3))
+    with pytest.raises(ValueError, match="cannot learn alpha.*alpha_prior must be None"):
+        algorithms.make("dpgmm", family=NIW, alpha_prior=(1.0, 1.0))
+    with pytest.raises(ValueError, match="batch_size"):
+        algorithms.make("dpgmm", family=NIW, batch_size=0)
+    s = algorithms.make("dpgmm", family=NIW)
+    with pytest.raises(ValueError, match="dpgmm's random partition.*cannot start from given labels"):
+        s.init(np.zeros((4, 2)), labels=[0, 0, 1, 1])
+    with pytest.raises(ValueError, match="at least 2 points"):
+        s.init(np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="positive variance in every coordinate"):
+        s.init(np.array([[0.0, 1.0], [1.0, 1.0], [2.0, 1.0]]))
+
+
+@needs_dpgmm
+def test_dpgmm_through_the_driver_and_in_the_list(capsys):
+    from dpmmbench.workflows.cli import main
+
+    trace, meta = driver.run("dpgmm", "synth-chang2013?n=400", 3, seed=0, options={"batch_size": 4})
+    assert meta["external"] and not meta["exact"]
+    settings = meta["peer_settings"]
+    assert settings["method"].startswith("collapsed Gibbs") and settings["batch_size"] == 4
+    assert "random partition" in settings["initialisation"]
+    assert list(trace["iteration"]) == [0, 1, 2, 3] and trace["log_joint"].map(np.isfinite).all()
+    assert trace["peer_objective"].map(np.isfinite).all() and (trace["peer_alpha"] > 0).all()
+    assert (trace["alpha"] == 1.0).all() and np.isfinite(meta["heldout_lpd"])
+    json.dumps(meta, default=str)
+    assert main(["list"]) == 0
+    assert "dpgmm                exact=False  peer" in capsys.readouterr().out
