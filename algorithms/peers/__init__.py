@@ -11,5 +11,7 @@ truncation, initialisation and tolerances it ran with (docs/design.md "Peers").
 - ``bnpy_memovb.py``: bnpy's memoized variational inference with birth and merge moves
   (``bnpy-memovb``, optional: the ``peers`` extra, then ``pip install --no-deps bnpy``);
 - ``bmcc_gibbs.py``: bmcc's collapsed Gibbs sampler in C (``bmcc``, optional: built from
-  source with ``CFLAGS=-fcommon pip install --no-deps --no-build-isolation bmcc``).
+  source with ``CFLAGS=-fcommon pip install --no-deps --no-build-isolation bmcc``);
+- ``dpgmm_gibbs.py``: dpgmm's collapsed Gibbs sampler in PyTorch (``dpgmm``, optional:
+  ``pip install torch==2.13.0`` with a CPU build of torch, then ``pip install dpgmm==0.2.0``).
 """
