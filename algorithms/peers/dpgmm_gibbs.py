@@ -47,10 +47,6 @@ from ..partitions import compact
 from ..state import State
 from ._base import Peer
 
-#: dpgmm's own prior constants for the full-covariance sampler (version 0.2.0)
-_KAPPA_0 = 0.01
-
-
 @dataclass
 class DpgmmState(State):
     sampler: object = None  #: dpgmm's ``FullCovarianceCollapsedGibbsSampler``
@@ -81,16 +77,22 @@ class DpgmmGibbs(Peer):
     def settings(self) -> dict:
         from importlib.metadata import version
 
+        # its prior's constants, read from the library rather than restated
+        from dpgmm.samplers.cgs.variants.base.utils import init_kappa_0, init_nu_0
+
         p = self.params
-        return {"library": f"dpgmm {version('dpgmm')}, torch {version('torch')} (CPU)",
+        return {"library": f"dpgmm {version('dpgmm')}, torch {version('torch')} on the CPU",
                 "method": "collapsed Gibbs (FullCovarianceCollapsedGibbsSampler), one sweep per step",
                 "batch_size": p["batch_size"],
                 "alpha": f"dpgmm's own, resampled once per batch (its auxiliary-variable update) under its "
-                         f"Gamma(a={p['a']}, b={p['b']}) prior, first drawn as scipy.stats.gamma.rvs(a, b) "
-                         "(shape a, location b); the suite's alpha only scores the partition",
+                         f"Gamma(a={p['a']}, b={p['b']}) prior (shape, rate), first drawn as "
+                         "scipy.stats.gamma.rvs(a, b) (shape a, location b); the suite's alpha only scores the "
+                         "partition",
                 "component_prior": {"mean_0": "mean of the data",
-                                    "scale": "diag(data covariance) / max_clusters_num ** (2 / D)",
-                                    "kappa_0": _KAPPA_0, "nu_0": "D + 2", "family_prior": "not used"},
+                                    "scale": "diag(data covariance) / K0 ** (2 / D), K0 the clusters of the "
+                                             "initial partition",
+                                    "kappa_0": init_kappa_0(), "nu_0": f"D + {init_nu_0(0):g}",
+                                    "family_prior": "not used"},
                 "max_clusters_num": p["max_clusters_num"], "dtype": "float32 (dpgmm's)",
                 "initialisation": f"dpgmm's random partition: every point uniform over "
                                   f"{p['max_clusters_num']} labels (max_clusters_num), seeded from the chain's "
