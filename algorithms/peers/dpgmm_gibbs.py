@@ -23,7 +23,8 @@ the suite's ``alpha`` stays the one of the log joint and dpgmm's is the ``peer_a
 dpgmm draws from the process-wide generators of Python (``random``), NumPy (``np.random``) and
 PyTorch. They are seeded from the chain's generator at ``init``; every call into dpgmm runs
 with the chain's own generator states swapped in and the host's put back after, so chains
-interleaved in one process do not disturb each other or the host. The calls also run with
+interleaved in one process do not disturb each other or the host (chains stepping at the same
+moment in two threads of one process would: the driver runs one chain per task). The calls also run with
 ``WANDB_MODE=disabled`` (restored after): the adapter never calls ``fit``, which is where
 dpgmm would start a Weights & Biases run, and no code path of a chain may start one. PyTorch
 computes on the CPU with the threads it is given (``OMP_NUM_THREADS``, which the run driver
