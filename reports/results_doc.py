@@ -10,6 +10,8 @@ without it):
   workers: statistics over its chains);
 - ``--exactness``: the JSON the test suite writes with ``pytest --exactness-json`` (distance of
   every registered sampler to the enumerated posterior);
+- ``--peers``: the JSON of ``python -m benchmarks.peers --json`` (our samplers and the peers
+  side by side: time to a target NMI, and NMI and held-out log predictive at equal time);
 - ``--table TITLE=FILE.csv``: any other CSV a reproduction script wrote, shown as it is.
 
 Usage::
@@ -43,6 +45,81 @@ def perf_table(rows, machine: dict, repeat: int) -> str:
                   f"numba {machine['numba']} ({machine['numba_threads']} threads), numpy {machine['numpy']}, "
                   f"Python {machine['python']}, {machine['date']}."]
     return "\n".join(lines)
+
+
+def peers_section(result: dict) -> str:
+    """The measurements of ``benchmarks.peers`` as Markdown: time to target, equal time, the
+    settings every method ran with and the machine (with its load) they ran on."""
+    parts = []
+    target = result.get("time_to_target")
+    if target is not None:
+        lines = [f"Wall time from the start of `init` to the first state with NMI ≥ {target['nmi_target']} and "
+                 f"K = {target['k_target']} on `{target['dataset']}` ({target['n_points']:,} x {target['dim']}-D), "
+                 f"each method capped at {target['cap_s']:g} s; \"K over time\" lists K after each change "
+                 "(iteration: K).", "",
+                 "| method | options | time to target (s) | iterations | init (s) | final NMI | final K | "
+                 "K over time |", "|---|---|---:|---:|---:|---:|---:|---|"]
+        for r in target["rows"]:
+            lines.append(_peer_row(r, [_target_time(r, target["cap_s"]), r.get("iterations"), _fmt(r.get("init_s"), 2),
+                                       _fmt(r.get("nmi"), 3), r.get("n_clusters"), _k_changes(r)]))
+        parts.append("\n".join(lines))
+    equal = result.get("equal_time")
+    if equal is not None:
+        parts.append(f"Equal time: every method runs {equal['budget_s']:g} s of sampler time (stopping at the first "
+                     f"step past it) on the training part of a seeded held-out split (test fraction "
+                     f"{equal['test_fraction']:g}, split seed {equal['split_seed']}); NMI on the training points, "
+                     f"held-out log predictive density (nats per point) of the last {equal['heldout_draws']} states "
+                     "under the suite's prior, as for every workflow run.")
+        for block in equal["datasets"]:
+            lines = [f"### {block['dataset']} ({block['n_train']:,} training + {block['n_test']:,} held-out points, "
+                     f"{block['dim']}-D)", "",
+                     "| method | options | iterations | time (s) | NMI | K | held-out log predictive | note |",
+                     "|---|---|---:|---:|---:|---:|---:|---|"]
+            for r in block["rows"]:
+                note = r.get("note") or {"budget": "", "converged": "converged (its own criterion)"}.get(r["status"],
+                                                                                                    r["status"])
+                lines.append(_peer_row(r, [r.get("iterations"), _fmt(r.get("time_s"), 1), _fmt(r.get("nmi"), 3),
+                                           r.get("n_clusters"), _fmt(r.get("heldout_lpd"), 3), note]))
+            parts.append("\n".join(lines))
+    runs = [r for block in ([target] if target else []) + (equal["datasets"] if equal else []) for r in block["rows"]]
+    settings = {_run_name(r): r["settings"] for r in runs if "settings" in r}
+    hints = {r["method"]: r["install"] for r in runs if r["status"] == "not installed"}
+    parts.append("Settings each method ran with (a peer's own, as its adapter reports them):\n\n"
+                 + "\n".join(f"- {name}: `{json.dumps(value, sort_keys=True)}`" for name, value in settings.items())
+                 + "".join(f"\n- `{name}`: not installed; {hint}" for name, hint in hints.items()))
+    m = result["machine"]
+    load = " to ".join(", ".join(f"{x:.2f}" for x in result[k]) for k in ("load_before", "load_after") if k in result)
+    parts.append(f"One run, one process; commit {m['commit']}, {m['cpus']} CPUs, numba {m['numba']} "
+                 f"({m['numba_threads']} threads), numpy {m['numpy']}, Python {m['python']}, {m['date']}; "
+                 f"load average (1, 5, 15 min) {load or 'not recorded'}.")
+    return "\n\n".join(parts)
+
+
+def _run_name(r: dict) -> str:
+    options = ", ".join(f"{k}={v}" for k, v in r.get("options", {}).items())
+    return f"`{r['method']}`" + (f" ({options})" if options else "")
+
+
+def _peer_row(r: dict, cells) -> str:
+    options = ", ".join(f"{k}={v}" for k, v in r.get("options", {}).items()) or "defaults"
+    if r["status"] == "not installed" or r["status"].startswith("failed"):
+        return f"| `{r['method']}` | {options} | {r['status']} |" + " |" * (len(cells) - 1)
+    return f"| `{r['method']}` | {options} | " + " | ".join("" if c is None else str(c) for c in cells) + " |"
+
+
+def _target_time(r: dict, cap: float) -> str:
+    if r["status"] == "reached":
+        return f"{r['time_s']:.2f}"
+    if r["status"] == "converged":
+        return f"converged at {r['time_s']:.1f} s without reaching it"
+    if r["status"] == "stopped":
+        return f"not reached in {cap:g} s ({r['note']})"
+    return f"not reached in {cap:g} s"
+
+
+def _k_changes(r: dict, shown: int = 6) -> str:
+    changes = [f"{i}: {k}" for i, _, k in r.get("k_changes", [])]
+    return ", ".join(changes[:shown]) + (f", … ({len(changes) - shown} more)" if len(changes) > shown else "")
 
 
 def summary_tables(summary: pd.DataFrame) -> str:
@@ -123,13 +200,18 @@ def frame_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def render(perf=None, summary=None, exactness=None, tables=()) -> str:
+def render(perf=None, summary=None, exactness=None, tables=(), peers=None) -> str:
     """The whole page from loaded inputs (any of them may be missing)."""
     out = [HEADER, "", "# Measured results", "",
            "Every table below is rendered from an output file named under its heading."]
     if perf is not None:
         out += ["", "## Kernel speed (`python -m benchmarks.report`)", "",
                 perf_table(perf["rows"], perf["machine"], perf["repeat"])]
+    if peers is not None:
+        out += ["", "## Side by side with peers (`python -m benchmarks.peers`)", "",
+                "Our samplers beside other libraries' DPMM methods in one run, scored by the suite's own scorer "
+                '(docs/design.md "Peers"). A peer runs with its defaults unless its options say otherwise.', "",
+                peers_section(peers)]
     if exactness is not None:
         out += ["", "## Exactness (`pytest --exactness-json`)", "",
                 "Total-variation distance of each registered sampler's long-run label frequencies to the "
@@ -166,13 +248,14 @@ def main(argv=None) -> int:
     parser.add_argument("--perf", type=Path, help="JSON written by `python -m benchmarks.report --json`")
     parser.add_argument("--summary", type=Path, help="the workflow's results/summary.csv")
     parser.add_argument("--exactness", type=Path, help="JSON written by `pytest --exactness-json`")
+    parser.add_argument("--peers", type=Path, help="JSON written by `python -m benchmarks.peers --json`")
     parser.add_argument("--table", type=_table_arg, action="append", default=[], metavar="TITLE=FILE.csv",
                         help="another CSV to show as a table (repeatable)")
     parser.add_argument("--out", type=Path, required=True, help="the Markdown file to write")
     args = parser.parse_args(argv)
-    inputs = [p for p in (args.perf, args.summary, args.exactness, *(p for _, p in args.table)) if p]
+    inputs = [p for p in (args.perf, args.summary, args.exactness, args.peers, *(p for _, p in args.table)) if p]
     if not inputs:
-        parser.error("give at least one of --perf, --summary, --exactness, --table")
+        parser.error("give at least one of --perf, --summary, --exactness, --peers, --table")
     missing = [str(p) for p in inputs if not p.is_file()]
     if missing:
         print(f"results_doc: no such file: {', '.join(missing)}", file=sys.stderr)
@@ -182,6 +265,7 @@ def main(argv=None) -> int:
         summary=pd.read_csv(args.summary) if args.summary else None,
         exactness=json.loads(args.exactness.read_text()) if args.exactness else None,
         tables=[(title, pd.read_csv(path)) for title, path in args.table],
+        peers=json.loads(args.peers.read_text()) if args.peers else None,
     )
     atomic_write(args.out, lambda f: f.write(page.encode()))
     print(f"wrote {args.out}")

@@ -82,3 +82,41 @@ def test_benchmark_runs_on_tiny_params(cls):
         finally:
             if hasattr(bench, "teardown"):
                 bench.teardown(*params)
+
+
+def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
+    """``python -m benchmarks.peers``'s core on a tiny problem: two methods to the target, one at
+    equal time with its held-out score, the optional peers reported as not installed (here the
+    registry is told none is), everything in the JSON and in results_doc's section."""
+    import json
+
+    from benchmarks import peers
+    from dpmmbench import algorithms
+    from dpmmbench.reports import results_doc
+
+    monkeypatch.setattr(algorithms, "_installed", lambda library: False)
+    runs, missing = peers.methods("target")
+    assert runs == [("subc", {}), ("sklearn-bgm", {})] and set(missing) == {"bnpy-memovb", "dpgmm", "bmcc"}
+    dataset = "synth-chang2013?n=2000&n_clusters=4"
+    result = {"machine": peers.machine_info(),
+              "time_to_target": peers.time_to_target(dataset, cap=2.0, runs=runs, missing=missing),
+              "equal_time": peers.equal_time([dataset], budget=0.5, runs=runs[:1], missing={})}
+    result = json.loads(json.dumps(result, default=peers._plain))  # what the JSON file holds
+
+    rows = {r["method"]: r for r in result["time_to_target"]["rows"]}
+    assert rows["subc"]["status"] == "reached" and rows["subc"]["nmi"] >= 0.99 and rows["subc"]["n_clusters"] == 4
+    assert rows["sklearn-bgm"]["settings"]["n_components"] == 20 and rows["sklearn-bgm"]["iterations"] >= 1
+    for name in missing:
+        assert rows[name]["status"] == "not installed" and rows[name]["install"] == missing[name]
+    (subc,) = result["equal_time"]["datasets"][0]["rows"]
+    assert subc["status"] == "budget" and subc["time_s"] > 0.5 and math.isfinite(subc["heldout_lpd"])
+    assert subc["heldout_draws"] == 10
+
+    page = results_doc.render(peers=result)
+    assert "## Side by side with peers" in page and "| `subc` | defaults |" in page
+    assert "| `dpgmm` | defaults | not installed |" in page and missing["dpgmm"] in page
+    assert f"### {dataset} (1,800 training + 200 held-out points, 2-D)" in page
+    source, out = tmp_path / "peers.json", tmp_path / "results.md"
+    source.write_text(json.dumps(result))
+    assert results_doc.main(["--peers", str(source), "--out", str(out)]) == 0
+    assert out.read_text() == page

@@ -1,0 +1,322 @@
+"""Side by side with peers: our samplers and other libraries' DPMM methods, measured in one run.
+
+Usage::
+
+    python -m benchmarks.peers [--cap 60] [--budget 20] [--json results/peers.json] [--only target]
+
+Two measurements, every method in this one process, scored by the suite's own scorer
+(``reports.metrics``) and, for the second, the suite's held-out predictive density:
+
+- ``target``: on 100k x 2-D points from four well-separated Gaussians (:data:`TARGET_DATASET`),
+  the wall time from the start of ``init`` (included) to the first state with NMI >= 0.99 and
+  K = 4, capped at ``--cap`` seconds (a method that does not get there is reported with its
+  final NMI and K); a peer that declares itself converged stops there;
+- ``equal-time``: on MNIST-10k and Fashion-MNIST-10k (PCA 50), every method runs for the same
+  ``--budget`` seconds (it stops at the first step past it) on the training part of the suite's
+  seeded held-out split (``datasets.holdout``); NMI on the training points and the mean
+  held-out log predictive density of the last states (as the workflow's driver scores it).
+
+Every peer the registry knows is listed: an installed one runs (``algorithms.available()``,
+so a newly installed peer joins without a change here), a missing one is reported as not
+installed with how to get it. Each row keeps the method's settings (a peer's ``settings()``,
+our sampler's options). Compilation is warmed up off the clock (``workflows.driver.warm_up``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from benchmarks.report import machine_info
+from dpmmbench import algorithms, datasets
+from dpmmbench.algorithms.constraints import RUN_DEFAULTS
+from dpmmbench.reports.metrics import n_clusters, nmi
+from dpmmbench.reports.results_doc import peers_section
+from dpmmbench.workflows.driver import heldout_lpd, warm_up
+
+#: four well-separated full-covariance Gaussians, 100k x 2-D (closest centres ~9 units apart,
+#: largest cluster standard deviation ~1.2)
+TARGET_DATASET = "synth-chang2013?n=100000&n_clusters=4"
+TARGET_NMI, TARGET_K = 0.99, 4
+EQUAL_TIME_DATASETS = ("mnist10k?n=10000&pca=50", "fashion-mnist?n=10000&pca=50")
+
+#: our samplers in each measurement (the peers are every peer the registry knows)
+OURS = {"target": ("subc",), "equal-time": ("subc", "gibbs")}
+
+#: option sets run for a method besides its defaults in the time-to-target measurement:
+#: settings a user would reasonably pick from the library's own documentation, never a handicap
+#: (the defaults always run too)
+VARIANTS = {
+    # bnpy's birth/merge demo for DP Gaussian mixtures starts from a single cluster
+    "bnpy-memovb": ({"K": 1},),
+}
+
+SEED = 0
+
+
+def peers() -> tuple[list[str], dict[str, str]]:
+    """The registry's peers: those installed, and the missing optional ones with how to get them."""
+    return [name for name in algorithms.available() if algorithms.get(name).external], algorithms.missing()
+
+
+def methods(measurement: str) -> tuple[list[tuple[str, dict]], dict[str, str]]:
+    """``(name, options)`` pairs to run in ``measurement`` (our samplers first, then each
+    installed peer with its defaults, and in ``"target"`` its :data:`VARIANTS`), and the missing peers."""
+    installed, missing = peers()
+    runs = [(name, {}) for name in OURS[measurement]]
+    for name in installed:
+        variants = VARIANTS.get(name, ()) if measurement == "target" else ()
+        runs += [(name, {})] + [(name, dict(options)) for options in variants]
+    return runs, missing
+
+
+def _settings(sampler) -> dict:
+    """A peer's own settings; for our samplers their options, the concentration and the prior."""
+    if sampler.external:
+        return sampler.settings()
+    return {"options": dict(sampler.params), "alpha": sampler.alpha, "family": repr(sampler.family),
+            "initialisation": f"{RUN_DEFAULTS['init_clusters']} cluster(s)"}
+
+
+def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=SEED, report=None) -> dict:
+    """Run one method until its state reaches ``target`` (NMI, K), its library says it
+    converged, or its sampler time passes ``cap`` seconds (the step that passes it is the last).
+
+    Only ``init`` and ``step`` are timed; each state is scored between them and passed to
+    ``report`` as ``("state", iteration, time_s, nmi, K)`` (``("started",)`` comes just before
+    ``init``, ``("ended",)`` once the chain has stopped). Returns a row: ``status``
+    ("reached", "not reached", "converged" or "budget" without a target), ``time_s`` (sampler
+    time up to the last state), ``iterations``, ``init_s``, final ``nmi`` and ``n_clusters``,
+    ``k_changes`` ([iteration, time_s, K] whenever K changed) and ``settings``; given held-out
+    points ``X_test``, also the ``heldout_lpd`` of the last states (off the clock, as the
+    workflow's driver scores a run) and their number ``heldout_draws``.
+    """
+    report = report or (lambda *message: None)
+    sampler = algorithms.make(name, family=family, seed=seed, **options)
+    warm_up(sampler, X)
+    report("started")
+    start = time.perf_counter()
+    state = sampler.init(X)
+    elapsed = init_s = time.perf_counter() - start
+    iteration, k_changes, draws = 0, [], deque(maxlen=RUN_DEFAULTS["heldout_draws"])
+    while True:
+        z = np.asarray(state.labels)
+        score, k = float(nmi(z, truth)), int(n_clusters(z))
+        report("state", iteration, elapsed, score, k)
+        if not k_changes or k_changes[-1][2] != k:
+            k_changes.append([iteration, elapsed, k])
+        draws.append((z.copy(), float(state.alpha)))
+        if target is not None and score >= target[0] and k == target[1]:
+            status = "reached"
+            break
+        if (state.info or {}).get("peer_converged"):
+            status = "converged"
+            break
+        if elapsed > cap:
+            status = "not reached" if target is not None else "budget"
+            break
+        start = time.perf_counter()
+        state = sampler.step(state)
+        elapsed += time.perf_counter() - start
+        iteration += 1
+    report("ended")
+    row = dict(method=name, options=options, status=status, time_s=elapsed, iterations=iteration, init_s=init_s,
+               nmi=score, n_clusters=k, k_changes=k_changes, settings=_settings(sampler))
+    if X_test is not None:
+        row.update(heldout_lpd=heldout_lpd(family, X, list(draws), X_test), heldout_draws=len(draws))
+    return row
+
+
+def _child(conn, args):
+    """A chain in its own process: every message of :func:`_chain` and its row (or error) go to ``conn``."""
+    try:
+        conn.send(("done", _chain(*args, report=lambda *message: conn.send(message))))
+    except Exception as exc:  # noqa: BLE001 - the parent reports it in the row
+        traceback.print_exc()
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None, grace=None) -> dict:
+    """:func:`_chain` in a fresh process, stopped ``grace`` seconds after ``cap`` if still running.
+
+    A step cannot be interrupted, and one step of some peers (a sequential sweep over 100k
+    points) takes minutes: its process is ended ``cap + grace`` seconds after ``init`` started
+    and the row keeps the last state it scored, with ``status`` "stopped" and a ``note``. Every
+    method also starts from a clean process (no thread pools or caches of the one before).
+
+    Returns
+    -------
+    dict
+        The row of :func:`_chain`; ``status`` "failed: ..." when the chain raised.
+    """
+    import multiprocessing
+
+    grace = max(10.0, cap / 2) if grace is None else grace
+    context = multiprocessing.get_context("spawn")  # no fork of a process with thread pools running
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(send, (name, options, X, truth, family, cap, target, X_test)),
+                              daemon=True, name=f"peers-{name}")
+    process.start()
+    send.close()
+    deadline, last, row = None, None, None
+    try:
+        while row is None:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not receive.poll(wait):
+                process.kill()
+                row = dict(method=name, options=options, status="stopped", time_s=last[2] if last else None,
+                           iterations=last[1] if last else None, nmi=last[3] if last else None,
+                           n_clusters=last[4] if last else None,
+                           note=f"a step was still running {cap + grace:g} s after init started; the last "
+                                "state it scored is shown")
+                break
+            try:
+                message = receive.recv()
+            except EOFError:
+                row = dict(method=name, options=options,
+                           status=f"failed: its process ended without a result (exit code {process.exitcode})")
+                break
+            kind = message[0]
+            if kind == "started":
+                deadline = time.monotonic() + cap + grace
+            elif kind == "state":
+                last = message
+            elif kind == "ended":
+                deadline = None  # scoring the held-out points is not under the cap
+            elif kind == "done":
+                row = message[1]
+            else:
+                row = dict(method=name, options=options, status=f"failed: {message[1]}")
+    finally:
+        receive.close()
+        process.join(timeout=30)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    return row
+
+
+def _not_installed(missing: dict[str, str]) -> list[dict]:
+    return [dict(method=name, options={}, status="not installed", install=hint) for name, hint in missing.items()]
+
+
+def time_to_target(dataset=TARGET_DATASET, cap=60.0, runs=None, missing=None, nmi_target=TARGET_NMI,
+                   k_target=TARGET_K) -> dict:
+    """Wall time of each method to NMI >= ``nmi_target`` with K = ``k_target`` on ``dataset``.
+
+    Parameters
+    ----------
+    dataset : str
+        Registered dataset name (with labels).
+    cap : float
+        Seconds of sampler time after which a method stops (> 0).
+    runs, missing : optional
+        ``(name, options)`` pairs and missing peers; default :func:`methods` ``("target")``.
+    nmi_target : float
+        NMI to reach, in (0, 1].
+    k_target : int
+        Number of clusters the state must have at the same time.
+
+    Returns
+    -------
+    dict
+        ``dataset``, ``n_points``, ``cap_s``, ``nmi_target``, ``k_target`` and ``rows`` (see
+        :func:`_chain`, run by :func:`run_isolated`; stopped, failed and not-installed methods
+        have a ``status`` saying so).
+    """
+    if runs is None:
+        runs, default_missing = methods("target")
+        missing = default_missing if missing is None else missing
+    ds = datasets.load(dataset)
+    rows = []
+    for name, options in runs:
+        print(f"time to target: {name} {options or ''}", file=sys.stderr, flush=True)
+        rows.append(run_isolated(name, options, ds.X, ds.labels, ds.family, cap, target=(nmi_target, k_target)))
+    rows += _not_installed(missing or {})
+    return dict(dataset=dataset, n_points=int(ds.X.shape[0]), dim=int(ds.X.shape[1]), cap_s=cap,
+                nmi_target=nmi_target, k_target=k_target, rows=rows)
+
+
+def equal_time(dataset_names=EQUAL_TIME_DATASETS, budget=20.0, runs=None, missing=None) -> dict:
+    """NMI and held-out log predictive density of each method after ``budget`` seconds.
+
+    Parameters
+    ----------
+    dataset_names : sequence of str
+        Registered dataset names (with labels).
+    budget : float
+        Seconds of sampler time for every method (it stops at the first step past them).
+    runs, missing : optional
+        ``(name, options)`` pairs and missing peers; default :func:`methods` ``("equal-time")``.
+
+    Returns
+    -------
+    dict
+        ``budget_s``, ``test_fraction``, ``split_seed``, ``heldout_draws`` and ``datasets``: per
+        dataset its name, training and held-out sizes and ``rows`` (as :func:`_chain`, with
+        ``heldout_lpd`` in nats per held-out point).
+    """
+    if runs is None:
+        runs, default_missing = methods("equal-time")
+        missing = default_missing if missing is None else missing
+    keep, fraction, split_seed = RUN_DEFAULTS["heldout_draws"], RUN_DEFAULTS["test_fraction"], RUN_DEFAULTS["split_seed"]
+    out = []
+    for dataset in dataset_names:
+        train, test = datasets.holdout(datasets.load(dataset), fraction, split_seed)
+        rows = []
+        for name, options in runs:
+            print(f"equal time: {dataset} {name} {options or ''}", file=sys.stderr, flush=True)
+            rows.append(run_isolated(name, options, train.X, train.labels, train.family, budget, X_test=test.X))
+        rows += _not_installed(missing or {})
+        out.append(dict(dataset=dataset, n_train=int(train.X.shape[0]), n_test=int(test.X.shape[0]),
+                        dim=int(train.X.shape[1]), rows=rows))
+    return dict(budget_s=budget, test_fraction=fraction, split_seed=split_seed, heldout_draws=keep, datasets=out)
+
+
+def _plain(value):
+    """numpy scalars and arrays in a peer's settings as JSON values."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cap", type=float, default=60.0, help="seconds each method gets to reach the target")
+    parser.add_argument("--budget", type=float, default=20.0, help="seconds every method gets in equal-time")
+    parser.add_argument("--only", nargs="+", choices=("target", "equal-time"), help="just these measurements")
+    parser.add_argument("--json", type=Path, help="also write the rows and machine info to this JSON file")
+    args = parser.parse_args(argv)
+    if not args.cap > 0 or not args.budget > 0:
+        parser.error("--cap and --budget must be > 0 seconds")
+
+    wanted = args.only or ("target", "equal-time")
+    result = dict(machine=machine_info(), load_before=list(os.getloadavg()))
+    if "target" in wanted:
+        result["time_to_target"] = time_to_target(cap=args.cap)
+    if "equal-time" in wanted:
+        result["equal_time"] = equal_time(budget=args.budget)
+    result["load_after"] = list(os.getloadavg())
+    print(peers_section(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps(result, indent=2, default=_plain) + "\n")
+        os.replace(tmp, args.json)  # never leave a half-written file behind
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
