@@ -93,8 +93,8 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
     converged, or its sampler time passes ``cap`` seconds (the step that passes it is the last).
 
     Only ``init`` and ``step`` are timed; each state is scored between them and passed to
-    ``report`` as ``("state", iteration, time_s, nmi, K)`` (``("started",)`` comes just before
-    ``init``, ``("ended",)`` once the chain has stopped). Returns a row: ``status``
+    ``report`` as ``("state", iteration, time_s, nmi, K)`` (``("started", settings)`` comes just
+    before ``init``, ``("ended",)`` once the chain has stopped). Returns a row: ``status``
     ("reached", "not reached", "converged" or "budget" without a target), ``time_s`` (sampler
     time up to the last state), ``iterations``, ``init_s``, final ``nmi`` and ``n_clusters``,
     ``k_changes`` ([iteration, time_s, K] whenever K changed) and ``settings``; given held-out
@@ -104,7 +104,8 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
     report = report or (lambda *message: None)
     sampler = algorithms.make(name, family=family, seed=seed, **options)
     warm_up(sampler, X)
-    report("started")
+    settings = _settings(sampler)
+    report("started", settings)
     start = time.perf_counter()
     state = sampler.init(X)
     elapsed = init_s = time.perf_counter() - start
@@ -131,7 +132,7 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
         iteration += 1
     report("ended")
     row = dict(method=name, options=options, status=status, time_s=elapsed, iterations=iteration, init_s=init_s,
-               nmi=score, n_clusters=k, k_changes=k_changes, settings=_settings(sampler))
+               nmi=score, n_clusters=k, k_changes=k_changes, settings=settings)
     if X_test is not None:
         row.update(heldout_lpd=heldout_lpd(family, X, list(draws), X_test), heldout_draws=len(draws))
     return row
@@ -153,7 +154,8 @@ def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None,
 
     A step cannot be interrupted, and one step of some peers (a sequential sweep over 100k
     points) takes minutes: its process is ended ``cap + grace`` seconds after ``init`` started
-    and the row keeps the last state it scored, with ``status`` "stopped" and a ``note``. Every
+    and the row keeps the last state it scored, with ``status`` "stopped", ``time_s`` the time
+    it was given and a ``note``. Every
     method also starts from a clean process (no thread pools or caches of the one before).
 
     Returns
@@ -170,17 +172,17 @@ def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None,
                               daemon=True, name=f"peers-{name}")
     process.start()
     send.close()
-    deadline, last, row = None, None, None
+    deadline, last, row, settings = None, None, None, None
     try:
         while row is None:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not receive.poll(wait):
                 process.kill()
-                row = dict(method=name, options=options, status="stopped", time_s=last[2] if last else None,
-                           iterations=last[1] if last else None, nmi=last[3] if last else None,
-                           n_clusters=last[4] if last else None,
-                           note=f"a step was still running {cap + grace:g} s after init started; the last "
-                                "state it scored is shown")
+                iteration, _, score, k = last[1:] if last else (None, None, None, None)
+                row = dict(method=name, options=options, status="stopped", time_s=cap + grace, iterations=iteration,
+                           nmi=score, n_clusters=k,
+                           note=f"ended {cap + grace:g} s after init started, a step still running; NMI and K "
+                                f"of the last state it scored (iteration {iteration})", settings=settings)
                 break
             try:
                 message = receive.recv()
@@ -190,7 +192,7 @@ def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None,
                 break
             kind = message[0]
             if kind == "started":
-                deadline = time.monotonic() + cap + grace
+                deadline, settings = time.monotonic() + cap + grace, message[1]
             elif kind == "state":
                 last = message
             elif kind == "ended":

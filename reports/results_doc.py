@@ -81,15 +81,26 @@ def peers_section(result: dict) -> str:
                 lines.append(_peer_row(r, [r.get("iterations"), _fmt(r.get("time_s"), 1), _fmt(r.get("nmi"), 3),
                                            r.get("n_clusters"), _fmt(r.get("heldout_lpd"), 3), note]))
             parts.append("\n".join(lines))
-    runs = [r for block in ([target] if target else []) + (equal["datasets"] if equal else []) for r in block["rows"]]
-    settings = {_run_name(r): r["settings"] for r in runs if "settings" in r}
-    hints = {r["method"]: r["install"] for r in runs if r["status"] == "not installed"}
-    parts.append("Settings each method ran with (a peer's own, as its adapter reports them):\n\n"
-                 + "\n".join(f"- {name}: `{json.dumps(value, sort_keys=True)}`" for name, value in settings.items())
-                 + "".join(f"\n- `{name}`: not installed; {hint}" for name, hint in hints.items()))
+    blocks = ([target] if target else []) + (equal["datasets"] if equal else [])
+    settings: dict[str, dict[str, list[str]]] = {}  # run -> its settings (as JSON) -> the datasets
+    hints = {}
+    for block in blocks:
+        for r in block["rows"]:
+            if "settings" in r:
+                shown = json.dumps(r["settings"], sort_keys=True)
+                settings.setdefault(_run_name(r), {}).setdefault(shown, []).append(block["dataset"])
+            elif r["status"] == "not installed":
+                hints[r["method"]] = r["install"]
+    lines = []
+    for name, variants in settings.items():
+        for shown, where in variants.items():
+            on = "" if len(variants) == 1 else " on " + ", ".join(f"`{d}`" for d in where)
+            lines.append(f"- {name}{on}: `{shown}`")
+    lines += [f"- `{name}`: not installed; {hint}" for name, hint in hints.items()]
+    parts.append("Settings each method ran with (a peer's own, as its adapter reports them):\n\n" + "\n".join(lines))
     m = result["machine"]
     load = " to ".join(", ".join(f"{x:.2f}" for x in result[k]) for k in ("load_before", "load_after") if k in result)
-    parts.append(f"One run, one process; commit {m['commit']}, {m['cpus']} CPUs, numba {m['numba']} "
+    parts.append(f"One run, every method in a fresh process, one after the other; commit {m['commit']}, {m['cpus']} CPUs, numba {m['numba']} "
                  f"({m['numba_threads']} threads), numpy {m['numpy']}, Python {m['python']}, {m['date']}; "
                  f"load average (1, 5, 15 min) {load or 'not recorded'}.")
     return "\n\n".join(parts)
