@@ -149,7 +149,7 @@ def _child(conn, args):
         conn.close()
 
 
-def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None, grace=None) -> dict:
+def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None, grace=None, seed=SEED) -> dict:
     """:func:`_chain` in a fresh process, stopped ``grace`` seconds after ``cap`` if still running.
 
     A step cannot be interrupted, and one step of some peers (a sequential sweep over 100k
@@ -157,6 +157,7 @@ def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None,
     and the row keeps the last state it scored, with ``status`` "stopped", ``time_s`` the time
     it was given and a ``note``. Every
     method also starts from a clean process (no thread pools or caches of the one before).
+    ``grace`` defaults to half the cap, at least 10 s; ``seed`` is the chain's seed.
 
     Returns
     -------
@@ -168,8 +169,8 @@ def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None,
     grace = max(10.0, cap / 2) if grace is None else grace
     context = multiprocessing.get_context("spawn")  # no fork of a process with thread pools running
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(send, (name, options, X, truth, family, cap, target, X_test)),
-                              daemon=True, name=f"peers-{name}")
+    args = (name, options, X, truth, family, cap, target, X_test, seed)
+    process = context.Process(target=_child, args=(send, args), daemon=True, name=f"peers-{name}")
     process.start()
     send.close()
     deadline, last, row, settings = None, None, None, None
