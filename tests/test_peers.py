@@ -30,6 +30,27 @@ def test_peers_are_external_and_not_exact():
             assert not cls.exact
 
 
+def _choices():
+    """(peer, option, value) for every value of every option of an installed peer that declares
+    its values (a fixed set): each is a setting a user can pick, so each must run."""
+    from dpmmbench.algorithms.constraints import OneOf
+
+    return [(name, option, value) for name in algorithms.available() if algorithms.get(name).external
+            for option, spec in algorithms.get(name).options.items() if isinstance(spec.constraint, OneOf)
+            for value in spec.constraint.values]
+
+
+@pytest.mark.parametrize("name, option, value", _choices())
+def test_every_declared_choice_of_a_peer_runs(name, option, value):
+    """A value an adapter offers is one its library accepts (bnpy once offered an initialisation
+    its Gaussian model rejects)."""
+    X, truth = four_blobs(n=20)
+    s = algorithms.make(name, family=NIW, seed=0, **{option: value})
+    state = s.step(s.init(X))
+    assert len(state.labels) == len(X) and state.labels.min() == 0
+    assert s.settings()["initialisation"]
+
+
 def test_missing_optional_peers_say_how_to_get_them():
     missing = algorithms.missing()
     assert not set(missing) & set(algorithms.available())

@@ -140,7 +140,7 @@ class BnpyMemoVB(Peer):
     families = (NormalInverseWishart, NormalKnownCovariance)
     options = {
         "K": Option(6, Interval(int, 1), "initial number of components (bnpy's default)"),
-        "initname": Option("randexamples", OneOf(("randexamples", "randexamplesbydist", "kmeansplusplus")),
+        "initname": Option("randexamples", OneOf(("randexamples", "randexamplesbydist", "kmeans")),
                            "bnpy's initialisation of the components"),
         "moves": Option("birth,merge,shuffle", OneOf(("birth,merge,shuffle", "birth,merge", "merge", "none")),
                         "moves of every lap"),
