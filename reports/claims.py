@@ -174,7 +174,7 @@ def chang2013(runs: pd.DataFrame) -> Claim:
                 final = float(g["final_log_joint"].median())
                 at = int((g["final_log_joint"] >= plateau - tol).sum())
                 entry = {"dataset": dataset, "algorithm": label, "role": role, "seeds": len(g),
-                         "iterations": float(g["iterations"].median()),
+                         "iterations": _count(g["iterations"].median()),
                          "sampler time (s)": float(g["time_s"].median()), "final log joint": final,
                          "gap to plateau": final - plateau, "seeds at plateau": f"{at} / {len(g)}",
                          "final clusters": float(g["final_n_clusters"].median()),
@@ -383,6 +383,11 @@ def _points(runs: pd.DataFrame) -> float:
     sizes = [float(m["n_points"]) + float(m.get("heldout_points") or 0)
              for m in (runs["meta"] if "meta" in runs else []) if isinstance(m, dict) and m.get("n_points")]
     return max(sizes) if sizes else float("nan")
+
+
+def _count(x) -> float | int:
+    """A median count: an int when it is whole (so that tables show 200, not 200.0)."""
+    return int(x) if float(x).is_integer() else float(x)
 
 
 def _names(names) -> str:
