@@ -387,8 +387,8 @@ def _peers_section(runs) -> str:
         return "\n".join(parts)
     parts.append("<p>Peers are other libraries' methods run through the same driver and scored by the same "
                  "scorer as the suite's samplers; each runs with its own prior, truncation and initialisation, "
-                 "as listed (a value that differs between runs is listed with its number of runs). They are not "
-                 "exact: none is checked against the enumerated posterior.</p>")
+                 "as listed (a value that differs between runs is listed with its number of runs). None is exact: "
+                 "the test suite reports their distance to the enumerated posterior but never certifies it.</p>")
     for label, group in peers.groupby("label", sort=False):
         settings = [m.get("peer_settings") or {} for m in group["meta"]]
         keys = list(dict.fromkeys(k for s in settings for k in s))
