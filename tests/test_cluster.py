@@ -104,6 +104,19 @@ def test_bad_sizes_are_named():
         pass
 
 
+def test_an_embedded_cluster_larger_than_the_machine_is_refused(monkeypatch):
+    """A huge worker or thread count would spawn that many processes: refused with the limit
+    named (a few per core is allowed, to try scaling on a small machine)."""
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    cluster.check_embedded(4, 2)  # 8 threads on 2 cores: allowed
+    message = r"9 workers x 1 threads exceeds 8 threads \(4 per core of the 2 available here\).*--scheduler"
+    with pytest.raises(ValueError, match=message), cluster.dask_client(workers=9):
+        pass
+    with pytest.raises(ValueError, match="exceeds 8 threads"), cluster.dask_client(workers=1, threads=10**6):
+        pass
+
+
 # ---- existing clusters ---------------------------------------------------------------------
 def test_existing_cluster_by_argument_or_environment_is_left_running(monkeypatch):
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as external:
@@ -171,7 +184,8 @@ def test_user_errors_fail_before_a_cluster_starts(monkeypatch):
 
     monkeypatch.setattr(cluster, "dask_client", no_cluster)
     for kwargs, needle in [({"options": {"bogus": 1}}, "bogus"), ({"alpha": -1.0}, "alpha"),
-                           ({"threads": 0}, "threads"), ({"name": " "}, "name")]:
+                           ({"threads": 0}, "threads"), ({"name": " "}, "name"),
+                           ({"workers": 10**6}, "embedded cluster of 1000000 workers")]:
         with pytest.raises((TypeError, ValueError), match=needle):
             driver.run("fsd", "synth-chang2013?n=50", 1, **kwargs)
     with pytest.raises(ValueError, match="no-such-data"):

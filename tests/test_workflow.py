@@ -151,6 +151,8 @@ def test_smoke_config_end_to_end(smoke_run):
     ({"alpha_prior": [1.0, 0.0]}, "alpha_prior"),
     ({"variants": {"g": {"algorithm": "gibbs", "alpha_prior": [1.0]}}}, "alpha_prior"),
     ({"variants": {"g": {"algorithm": "auxvar", "workers": [2, 0]}}}, "workers"),
+    ({"dask": {"workers": 10**5}}, "config 'dask: workers': an embedded cluster of 100000 workers"),
+    ({"variants": {"g": {"algorithm": "auxvar", "workers": [2, 10**5]}}}, "config 'variants: g: workers'"),
     ({"test_fraction": 0.6}, "test_fraction"),
     ({"heldout_draws": 0}, "heldout_draws"),
     ({"target_tolerance": 1.5}, "target_tolerance"),

@@ -17,6 +17,8 @@ from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Interval, check_val
 from dpmmbench.datasets.split import heldout_count
 from dpmmbench.reports.chains import check_tolerance
 
+from . import cluster
+
 
 def check_run_parameter(where: str, name: str, value):
     """Return the run parameter ``name`` given at config key ``where``, checked, else raise.
@@ -81,6 +83,14 @@ def check_values(config: dict) -> None:
             check_run_parameter(where + (f"[{i}]" if isinstance(workers, list) else ""), "workers", count)
     if "threads" in dask:
         check_run_parameter("dask: threads", "threads", dask["threads"])
+    if cluster.scheduler_address(dask.get("scheduler")) is None:  # every run starts an embedded cluster
+        threads = dask.get("threads", RUN_PARAMETERS["threads"].default)
+        for where, workers in counts:
+            for count in workers if isinstance(workers, list) else [workers]:
+                try:
+                    cluster.check_embedded(count, threads)
+                except ValueError as exc:
+                    raise ValueError(f"config '{where}': {exc}") from None
     init_clusters = config.get("init_clusters", RUN_PARAMETERS["init_clusters"].default)
     test_fraction = config.get("test_fraction", RUN_PARAMETERS["test_fraction"].default)
     for key, name in config.get("datasets", {}).items():

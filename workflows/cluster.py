@@ -39,6 +39,10 @@ THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREAD
 #: system when freed, and the next map pays the page faults again (slice-mr's map on 128k
 #: points: 300 ms instead of ~130 ms, measured)
 MALLOC_ENVIRONMENT = {"MALLOC_TRIM_THRESHOLD_": str(128 << 20), "MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
+#: an embedded cluster may claim at most this many threads (workers x threads) per core of the
+#: machine: oversubscribing a little is how scaling is tried on a small machine, but a huge
+#: value would spawn that many processes
+OVERSUBSCRIPTION = 4
 
 
 def scheduler_address(scheduler=None) -> str | None:
@@ -137,6 +141,7 @@ def dask_client(workers=RUN_DEFAULTS["workers"], threads=RUN_DEFAULTS["threads"]
 
     import distributed
 
+    check_embedded(workers, threads)
     cluster = _local_cluster(workers, threads)
     try:
         client = distributed.Client(cluster)
@@ -330,6 +335,24 @@ def thread_environment(threads: int) -> dict[str, str]:
     """The environment that gives a worker's numerical libraries ``threads`` threads (a count
     :func:`dask_client` has checked)."""
     return {name: str(threads) for name in THREAD_VARIABLES}
+
+
+def check_embedded(workers: int, threads: int) -> None:
+    """Refuse an embedded cluster larger than this machine can run.
+
+    Raises
+    ------
+    ValueError
+        ``workers * threads`` exceeds :data:`OVERSUBSCRIPTION` times the cores available to
+        this process; the message says how large it may be, and that an existing cluster
+        (``--scheduler``) takes any size.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = OVERSUBSCRIPTION * cores
+    if workers * threads > limit:
+        raise ValueError(f"an embedded cluster of {workers} workers x {threads} threads exceeds {limit} threads "
+                         f"({OVERSUBSCRIPTION} per core of the {cores} available here); use fewer, or an existing "
+                         "cluster (--scheduler ADDRESS) for more")
 
 
 def _local_cluster(workers: int, threads: int):

@@ -368,6 +368,8 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     address = cluster.scheduler_address(scheduler)
     if address is not None:
         cluster.check_address(address)
+    else:
+        cluster.check_embedded(spec.workers, spec.threads)  # before the data are loaded
 
     # Data and sampler first: every user error (name, option, value, data) fails before a
     # cluster is started.
