@@ -76,8 +76,8 @@ def load_runs(trace_paths):
         ``variant, label, seed, workers, options, meta, iterations, time_s, final_log_joint,
         best_log_joint, final_vi, final_nmi, final_n_clusters, s_per_iteration, search_s``
         (sampler time at which a search finished, NaN for samplers), ``alpha`` (final),
-        ``learned_alpha`` (the run had an ``alpha_prior``), ``heldout_lpd`` (from the metadata;
-        NaN where absent), ``status`` (from the metadata; empty where absent), the mean per-iteration
+        ``learned_alpha`` (the run had an ``alpha_prior``), ``external`` (a peer's run),
+        ``heldout_lpd`` (from the metadata; NaN where absent), ``status`` (from the metadata; empty where absent), the mean per-iteration
         ``bytes_sent, bytes_received, bytes, messages`` and, for searches, the search
         statistics (``states_pushed`` etc.).
 
@@ -127,6 +127,7 @@ def load_runs(trace_paths):
                      "options": options, "meta": meta, **_run_stats(trace),
                      "learned_alpha": meta.get("alpha_prior") is not None,
                      "heldout_lpd": math.nan if heldout is None else float(heldout),
+                     "external": bool(meta.get("external")),
                      "status": meta.get("status") or ""})
     frame = pd.concat(frames, ignore_index=True, sort=False)
     return frame, pd.DataFrame(rows)
@@ -381,7 +382,7 @@ def _peers_section(runs) -> str:
     """Every peer's own settings (its prior, truncation, initialisation, tolerances, library
     version) as its runs recorded them, so that a default is never read as a tuned comparison."""
     parts = ["<section id='peers'><h2>Peers' settings</h2>"]
-    peers = runs[[bool(m.get("external")) for m in runs["meta"]]]
+    peers = runs[runs["external"]]
     if peers.empty:
         parts.append("<p class='note'>No peer (another library's method) ran here.</p></section>")
         return "\n".join(parts)
@@ -435,8 +436,7 @@ def _dataset_section(i, dataset, frame, runs, order, styles, network, stats, tol
     text = " ".join(d if d.endswith((".", "!", "?")) else d + "." for d in described if d)
     parts.append(f"<p>{html.escape(text)}</p>")
 
-    peers = set(runs.loc[[bool(m.get("external")) for m in runs["meta"]], "label"])
-    parts.append(_leaderboard(stats, labels, tolerance, peers))
+    parts.append(_leaderboard(stats, labels, tolerance, set(runs.loc[runs["external"], "label"])))
     png = figures.pareto_figure(stats, labels, styles)
     if png is not None:
         parts.append(_figure(png, f"Quality against time on {dataset}",

@@ -24,6 +24,8 @@ from contextlib import contextmanager, suppress
 
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
 
+from .provenance import available_cores
+
 #: seconds to wait for an existing scheduler before giving up (Dask config key
 #: ``dpmmbench.scheduler-timeout`` overrides it, e.g. ``DASK_DPMMBENCH__SCHEDULER_TIMEOUT=20``)
 SCHEDULER_TIMEOUT = 5.0
@@ -347,7 +349,7 @@ def check_embedded(workers: int, threads: int) -> None:
         this process; the message says how large it may be, and that an existing cluster
         (``--scheduler``) takes any size.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = available_cores()
     limit = OVERSUBSCRIPTION * cores
     if workers * threads > limit:
         raise ValueError(f"an embedded cluster of {workers} workers x {threads} threads exceeds {limit} threads "

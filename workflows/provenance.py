@@ -19,6 +19,11 @@ _PACKAGE = __name__.partition(".")[0]
 _VERSIONED = ("numpy", "scipy", "numba", "dask", "distributed", "pandas", "pyarrow")
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def environment() -> dict:
     """Where and with what a run ran: package versions, CPU, platform and git commit.
 
@@ -41,7 +46,7 @@ def environment() -> dict:
         "versions": versions,
         "cpu_model": _cpu_model(),
         "cores": os.cpu_count(),
-        "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cores_available": available_cores(),
         "platform": platform.platform(),
         "hostname": platform.node(),
         "git_commit": commit,
