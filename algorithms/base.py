@@ -1,13 +1,14 @@
 """The shared sampler loop: validation, initialisation and the ``init``/``step`` contract.
 
 A sampler is one class with a registry ``name``, an ``exact`` flag, its declared ``options``
-and two methods that do the real work, ``_init`` and ``_step``. Everything a user can get
+and per-step trace columns (``info_columns``, read from a step with ``step_info``), and two methods that do the real work, ``_init`` and ``_step``. Everything a user can get
 wrong is checked here, once, for every algorithm.
 
 Example
 -------
->>> import numpy as np, algorithms
->>> from algorithms.families import NormalKnownCovariance
+>>> import numpy as np
+>>> from dpmmbench import algorithms
+>>> from dpmmbench.algorithms.families import NormalKnownCovariance
 >>> X = np.array([[-2.0], [-1.8], [2.1], [2.3]])
 >>> s = algorithms.make("gibbs", family=NormalKnownCovariance(0.5, [0.0], 3.0), alpha=1.0, seed=0)
 >>> state = s.init(X, init_clusters=1)
@@ -18,7 +19,11 @@ Example
 """
 from __future__ import annotations
 
+import numbers
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +34,10 @@ from .constraints import RUN_DEFAULTS, Option, check_parameter, resolve_options
 from .families import Family
 from .families._base import check_labels
 from .state import State
+
+#: stands for a worker's (or shard's, super-cluster's) index in the name of an indexed family
+#: of per-step columns, e.g. ``"load_{j}"`` declares ``load_0``, ``load_1``, ...
+INDEX = "{j}"
 
 
 class Sampler(ABC):
@@ -45,6 +54,18 @@ class Sampler(ABC):
     external: ClassVar[bool] = False
     #: the family classes it can fit (None: every family)
     families: ClassVar[tuple[type[Family], ...] | None] = None
+    #: the per-step trace columns it reports in ``state.info``: column name -> one-line
+    #: meaning. A name holding ``{j}`` declares one column per index (``"load_{j}"``:
+    #: ``load_0``, ``load_1``, ...). The columns every trace has (the communication counts
+    #: ``bytes_sent``, ``bytes_received``, ``messages``, and ``n_clusters``, which the trace
+    #: scores from the labels) are not declared here. A plain dict given by a subclass is
+    #: checked and frozen when the class is defined.
+    info_columns: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "info_columns" in cls.__dict__:
+            cls.info_columns = _checked_columns(cls.__name__, cls.__dict__["info_columns"])
 
     def __init__(self, family: Family, alpha: float = RUN_DEFAULTS["alpha"],
                  seed: int = RUN_DEFAULTS["seed"], backend=None, alpha_prior=RUN_DEFAULTS["alpha_prior"],
@@ -144,6 +165,71 @@ class Sampler(ABC):
         state.iteration += 1
         return state
 
+    # ---- the per-step trace columns --------------------------------------------------
+    def step_info(self, state: State) -> dict:
+        """The declared per-step columns (:attr:`info_columns`) of ``state``'s last step.
+
+        Parameters
+        ----------
+        state : State
+            A state returned by :meth:`init` or :meth:`step`.
+
+        Returns
+        -------
+        dict
+            ``{column: value}`` for every declared column, in declaration order: an int
+            (booleans become 0 or 1) or a float, NaN where the step did not report the column.
+            An indexed family (``"load_{j}"``) gives one column per index the step reported,
+            in index order. Keys of ``state.info`` that are not declared are left out.
+
+        Raises
+        ------
+        TypeError
+            The step reported a declared column with a value that is not a real number.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dpmmbench import algorithms
+        >>> from dpmmbench.algorithms.families import NormalKnownCovariance
+        >>> s = algorithms.make("gibbs-splitmerge", family=NormalKnownCovariance(0.5, [0.0], 3.0), seed=0)
+        >>> state = s.step(s.init(np.array([[-2.0], [-1.8], [2.1], [2.3]])))
+        >>> sorted(s.step_info(state)) == sorted(s.info_columns)
+        True
+        """
+        info = state.info or {}
+        out = {}
+        for column in self.info_columns:
+            if INDEX in column:
+                pattern = _index_pattern(column)
+                found = sorted((int(m.group(1)), key) for key in info
+                               if isinstance(key, str) and (m := pattern.fullmatch(key)))
+                out.update((key, self._info_value(key, info[key])) for _, key in found)
+            else:
+                out[column] = self._info_value(column, info.get(column))
+        return out
+
+    @classmethod
+    def declares(cls, column: str) -> bool:
+        """Whether ``column`` is one of this sampler's declared per-step columns (a member of
+        an indexed family such as ``load_3`` for ``"load_{j}"`` included)."""
+        if column in cls.info_columns:
+            return True
+        return any(INDEX in name and _index_pattern(name).fullmatch(column) is not None
+                   for name in cls.info_columns)
+
+    def _info_value(self, column: str, value):
+        if value is None:
+            return float("nan")
+        if isinstance(value, (bool, np.bool_)):
+            return int(value)
+        if isinstance(value, numbers.Integral):
+            return int(value)
+        if isinstance(value, numbers.Real) and np.ndim(value) == 0:
+            return float(value)
+        raise TypeError(f"{self.name!r} reported its per-step column {column!r} as {value!r} "
+                        f"({type(value).__name__}); a column holds one real number per step")
+
     # ---- learned concentration (docs/algorithms.md §0.7) ------------------------------
     def _resample_alpha(self, state: State) -> float:
         """A draw of alpha from its conditional given ``state``: Escobar & West given the
@@ -165,3 +251,25 @@ class Sampler(ABC):
     @abstractmethod
     def _step(self, state: State) -> State:
         ...
+
+
+def _checked_columns(owner: str, columns) -> Mapping[str, str]:
+    """``columns`` as a read-only mapping, after checking that it maps column names to
+    one-line meanings."""
+    if not isinstance(columns, Mapping):
+        raise TypeError(f"{owner}.info_columns must be a mapping of column name -> meaning, "
+                        f"got {type(columns).__name__}")
+    for name, meaning in columns.items():
+        if not (isinstance(name, str) and name.replace(INDEX, "0", 1).isidentifier()
+                and name.count(INDEX) <= 1):
+            raise ValueError(f"{owner}.info_columns: {name!r} is not a column name (an identifier, "
+                             f"with at most one {INDEX} for an indexed family)")
+        if not (isinstance(meaning, str) and meaning.strip() and "\n" not in meaning):
+            raise ValueError(f"{owner}.info_columns[{name!r}] must be a one-line meaning, got {meaning!r}")
+    return MappingProxyType(dict(columns))
+
+
+def _index_pattern(name: str) -> re.Pattern:
+    """The column names of the indexed family ``name`` (``"load_{j}"``: ``load_0``, ...)."""
+    head, tail = name.split(INDEX, 1)
+    return re.compile(f"{re.escape(head)}([0-9]+){re.escape(tail)}")
