@@ -1,8 +1,9 @@
 """The shared sampler loop: validation, initialisation and the ``init``/``step`` contract.
 
 A sampler is one class with a registry ``name``, an ``exact`` flag, its declared ``options``
-and per-step trace columns (``info_columns``, read from a step with ``step_info``), and two methods that do the real work, ``_init`` and ``_step``. Everything a user can get
-wrong is checked here, once, for every algorithm.
+and per-step trace columns (``info_columns``, read from a step with ``step_info``), and two
+methods that do the real work, ``_init`` and ``_step``. Everything a user can get wrong is
+checked here, once, for every algorithm.
 
 Example
 -------
