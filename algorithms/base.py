@@ -39,6 +39,8 @@ from .state import State
 #: stands for a worker's (or shard's, super-cluster's) index in the name of an indexed family
 #: of per-step columns, e.g. ``"load_{j}"`` declares ``load_0``, ``load_1``, ...
 INDEX = "{j}"
+#: the values of :attr:`Sampler.kind`
+KINDS = ("sampler", "optimiser", "variational")
 
 
 class Sampler(ABC):
@@ -53,6 +55,12 @@ class Sampler(ABC):
     #: a peer: another library's method behind this contract (:mod:`algorithms.peers`),
     #: scored by the suite but not part of its own samplers
     external: ClassVar[bool] = False
+    #: what its chain of states is (one of :data:`KINDS`): ``"sampler"``, a Markov chain whose
+    #: draws R-hat and ESS describe; ``"optimiser"``, a climb to one partition (search);
+    #: ``"variational"``, iterations to a fixed point of a variational objective. R-hat and
+    #: ESS are statistics of samplers: the reports give them as n/a, with this reason, for
+    #: the others
+    kind: ClassVar[str] = "sampler"
     #: the family classes it can fit (None: every family)
     families: ClassVar[tuple[type[Family], ...] | None] = None
     #: the per-step trace columns it reports in ``state.info``: column name -> one-line
@@ -67,6 +75,8 @@ class Sampler(ABC):
         super().__init_subclass__(**kwargs)
         if "info_columns" in cls.__dict__:
             cls.info_columns = _checked_columns(cls.__name__, cls.__dict__["info_columns"])
+        if cls.kind not in KINDS:
+            raise TypeError(f"{cls.__name__}.kind must be one of {KINDS}, got {cls.kind!r}")
 
     def __init__(self, family: Family, alpha: float = RUN_DEFAULTS["alpha"],
                  seed: int = RUN_DEFAULTS["seed"], backend=None, alpha_prior=RUN_DEFAULTS["alpha_prior"],

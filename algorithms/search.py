@@ -401,6 +401,7 @@ class BeamSearch(Sampler):
 
     name = "search"
     exact = False
+    kind = "optimiser"
     options = {
         "heuristic": Option("inadmissible", OneOf(HEURISTICS),
                             "estimate of the remaining points' log marginal (docs/algorithms.md §7.3)"),

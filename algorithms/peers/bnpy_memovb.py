@@ -137,6 +137,7 @@ class BnpyMemoVB(Peer):
     """bnpy's memoized VB with birth/merge moves (registry name ``bnpy-memovb``)."""
 
     name = "bnpy-memovb"
+    kind = "variational"
     families = (NormalInverseWishart, NormalKnownCovariance)
     options = {
         "K": Option(6, Interval(int, 1), "initial number of components (bnpy's default)"),

@@ -35,6 +35,7 @@ class SklearnBGM(Peer):
     """scikit-learn's variational DP Gaussian mixture (registry name ``sklearn-bgm``)."""
 
     name = "sklearn-bgm"
+    kind = "variational"
     families = (NormalInverseWishart, NormalKnownCovariance)
     options = {
         "n_components": Option(20, Interval(int, 1), "truncation: number of variational components "
