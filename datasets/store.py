@@ -19,7 +19,8 @@ import scipy.sparse as sp
 from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 
 from .base import Dataset
-from .fetch import atomic_write
+from ._cache import atomic_write
+from .registry import resolve
 
 FORMAT = "dpmmbench-dataset/1"
 #: family class -> the attributes its constructor takes, in order
@@ -83,8 +84,6 @@ def load_file(path: Path, name: str | None = None) -> Dataset:
     FileNotFoundError
         No such file.
     """
-    from . import canonical_name  # deferred: the package imports this module's siblings first
-
     try:
         with np.load(path, allow_pickle=False) as z:
             stored = {key: z[key] for key in z.files}
@@ -95,8 +94,8 @@ def load_file(path: Path, name: str | None = None) -> Dataset:
     if "format" not in stored or _text(stored, "format", path, check=False) != FORMAT:
         raise ValueError(f"{path} is not a {FORMAT} file")
     ds_name = _text(stored, "name", path)
-    if name is not None and canonical_name(name) != ds_name:
-        raise ValueError(f"{path} holds dataset {ds_name!r}, not {canonical_name(name)!r}; preprocess it again")
+    if name is not None and (wanted := resolve(name)[2]) != ds_name:  # the canonical name
+        raise ValueError(f"{path} holds dataset {ds_name!r}, not {wanted!r}; preprocess it again")
     cls = _FAMILIES.get(_text(stored, "family", path))
     if cls is None:
         raise ValueError(f"{path}: unknown family {stored['family'].item()!r}")

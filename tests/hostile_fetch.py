@@ -59,13 +59,13 @@ def read_members_bytes(data: bytes, names: list, suffix: str) -> dict:
 def read_members_small_expanded(path: str, names: list, cap: int) -> dict:
     """:func:`read_members_file` with the cap on a decompressed tar stream lowered to ``cap``
     (building an archive that expands past the real 1 GiB cap would take the test minutes)."""
-    from dpmmbench.datasets import fetch
+    from dpmmbench.datasets import _archives
 
-    saved, fetch.MAX_EXPANDED = fetch.MAX_EXPANDED, cap
+    saved, _archives.MAX_EXPANDED = _archives.MAX_EXPANDED, cap
     try:
         return read_members_file(path, names)
     finally:
-        fetch.MAX_EXPANDED = saved
+        _archives.MAX_EXPANDED = saved
 
 
 def read_docword_small_text(path: str, cap: int) -> tuple:

@@ -247,11 +247,11 @@ def test_sdist_and_index_page_over_their_caps_are_refused(server, data_dir, monk
                  .encode(), "application/vnd.pypi.simple.v1+json")
     monkeypatch.setenv("PIP_INDEX_URL", server.url + "/simple")
     source = Source("sdist", "pkg==1.0", "pkg-1.0.tar.gz", {}, sha256=sha(sdist))
-    monkeypatch.setattr(datasets.fetch, "MAX_DOWNLOAD", 1000)
+    monkeypatch.setattr(datasets._cache, "MAX_DOWNLOAD", 1000)
     with pytest.raises(ValueError, match="announces 5,000 bytes, over the cap of 1,000"):
         fetch(source)
     assert leftovers(data_dir) == []
-    monkeypatch.setattr(datasets.fetch, "MAX_INDEX_PAGE", 10)
+    monkeypatch.setattr(datasets._registries, "MAX_INDEX_PAGE", 10)
     with pytest.raises(DataUnavailable, match="over the cap of 10 bytes for an index page"):
         fetch(source)
     assert leftovers(data_dir) == []

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmmbench.datasets import fetch, formats
+from dpmmbench.datasets import _archives, _registries, fetch, formats
 from dpmmbench.datasets.fetch import RemoteFile, Source
 from dpmmbench.datasets.registry import REGISTRY
 
@@ -129,7 +129,7 @@ def test_zip_member_with_a_bomb_ratio_is_refused(tmp_path, isolated):
     path = tmp_path / "pkg-1.0-py3-none-any.whl"
     path.write_bytes(_zip({"pkg/zeros.bin": bytes(64 << 20)}))  # ~1000:1
     outcome = isolated.run("hostile_fetch:read_members_file", str(path), ["pkg/zeros.bin"])
-    assert outcome.clear_error and f"over the cap of {fetch.MAX_RATIO} times" in outcome.message
+    assert outcome.clear_error and f"over the cap of {_archives.MAX_RATIO} times" in outcome.message
 
 
 def test_zip_member_whose_header_understates_its_size_gives_no_more(tmp_path, isolated):
@@ -201,12 +201,12 @@ def test_a_source_without_a_pin_is_refused():
 
 
 def test_wheel_options_select_the_pinned_wheel():
-    assert fetch._wheel_options("lda-3.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl") == [
+    assert _registries._wheel_options("lda-3.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl") == [
         "--implementation", "cp", "--python-version", "3.11", "--abi", "cp311",
         "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64"]
-    assert fetch._wheel_options("pkg-1.0-py3-none-any.whl") == ["--implementation", "py", "--python-version", "3"]
+    assert _registries._wheel_options("pkg-1.0-py3-none-any.whl") == ["--implementation", "py", "--python-version", "3"]
     with pytest.raises(ValueError, match="not a wheel file name"):
-        fetch._wheel_options("pkg-1.0.tar.gz")
+        _registries._wheel_options("pkg-1.0.tar.gz")
 
 
 # ---- random bytes fed to the readers ----------------------------------------------------------
