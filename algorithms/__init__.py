@@ -1,104 +1,30 @@
 """DPMM inference algorithms behind one contract (see docs/design.md "Samplers").
 
->>> import algorithms
->>> algorithms.available()                                   # doctest: +SKIP
->>> s = algorithms.make("gibbs", family=fam, alpha=1.0, seed=0)  # doctest: +SKIP
+>>> import numpy as np
+>>> from dpmmbench import algorithms
+>>> "gibbs" in algorithms.available()
+True
+>>> X = np.random.default_rng(0).normal(size=(50, 2))
+>>> fam = algorithms.NormalInverseWishart.default_for(X)
+>>> s = algorithms.make("gibbs", family=fam, alpha=1.0, seed=0)
+>>> state = s.step(s.init(X))
+>>> state.labels.shape
+(50,)
 
-Adding an algorithm = one module with a :class:`algorithms.base.Sampler` subclass plus one
-line in ``_REGISTRY`` below. Peers (other libraries' methods, :mod:`algorithms.peers`) are
-entries too; those whose library is an optional dependency go in ``_OPTIONAL`` and are listed
-only where that library is installed.
+Adding an algorithm = one module with a :class:`~dpmmbench.algorithms.base.Sampler` subclass
+plus one line in ``_REGISTRY`` (``algorithms/_registry.py``). Peers (other libraries'
+methods, :mod:`dpmmbench.algorithms.peers`) are entries too; those whose library is an
+optional dependency go in ``_OPTIONAL`` there and are listed only where that library is
+installed.
 """
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from types import MappingProxyType
 
+from ._registry import available, get, make, missing
 from .base import Sampler
 from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 from .state import State
-
-#: registry name -> "module:Class" (imported on first use)
-_REGISTRY = MappingProxyType({
-    "auxvar": "dpmmbench.algorithms.auxvar:AuxiliaryVariable",
-    "cons-async": "dpmmbench.algorithms.consolidation:AsyncConsolidation",
-    "cons-hung": "dpmmbench.algorithms.consolidation:HungarianConsolidation",
-    "cons-pooled": "dpmmbench.algorithms.consolidation:PooledConsolidation",
-    "cons-prog": "dpmmbench.algorithms.consolidation:ProgressiveConsolidation",
-    "fsd": "dpmmbench.algorithms.fsd:FiniteSymmetricDirichlet",
-    "gibbs": "dpmmbench.algorithms.gibbs:CollapsedGibbs",
-    "gibbs-sams": "dpmmbench.algorithms.sams:GibbsSAMS",
-    "gibbs-splitmerge": "dpmmbench.algorithms.splitmerge:GibbsSplitMerge",
-    "gibbs-supercluster": "dpmmbench.algorithms.supercluster:SuperclusterGibbs",
-    "search": "dpmmbench.algorithms.search:BeamSearch",
-    "slice-mr": "dpmmbench.algorithms.slice_mr:SliceMapReduce",
-    "subc": "dpmmbench.algorithms.subcluster:SubClusters",
-    "subc-supc": "dpmmbench.algorithms.subcluster:SubClustersSuper",
-    "subc-supc-approx": "dpmmbench.algorithms.subcluster:SubClustersSuperApprox",
-    # peers (docs/design.md "Peers")
-    "sklearn-bgm": "dpmmbench.algorithms.peers.sklearn_bgm:SklearnBGM",
-})
-
-#: optional peers: registry name -> ("module:Class", the library's import name, how to install it)
-_OPTIONAL = MappingProxyType({
-    "bnpy-memovb": ("dpmmbench.algorithms.peers.bnpy_memovb:BnpyMemoVB", "bnpy",
-                    "install it with pip install -e '.[peers]' && pip install --no-deps bnpy==0.1.7 "
-                    "(bnpy pins a joblib that no longer installs; docs/design.md \"Peers\")"),
-    "dpgmm": ("dpmmbench.algorithms.peers.dpgmm_gibbs:DpgmmGibbs", "dpgmm",
-              "install it with pip install torch==2.13.0 && pip install dpgmm==0.2.0 (a CPU build of torch "
-              "where one is at hand, e.g. --index-url https://download.pytorch.org/whl/cpu; docs/design.md \"Peers\")"),
-    "bmcc": ("dpmmbench.algorithms.peers.bmcc_gibbs:BmccGibbs", "bmcc",
-             "install it with CFLAGS=-fcommon pip install --no-deps --no-build-isolation bmcc==1.0.3 "
-             "(a C extension built from source; docs/design.md \"Peers\")"),
-})
-
-
-def _installed(library: str) -> bool:
-    # looks the library up without importing it (an import can take seconds)
-    return importlib.util.find_spec(library) is not None
-
-
-def available() -> list[str]:
-    """Registry names of every implemented algorithm, with the optional peers whose library
-    is installed."""
-    return list(_REGISTRY) + [name for name, (_, library, _) in _OPTIONAL.items() if _installed(library)]
-
-
-def missing() -> dict[str, str]:
-    """Optional peers whose library is not installed: registry name -> how to install it."""
-    return {name: hint for name, (_, library, hint) in _OPTIONAL.items() if not _installed(library)}
-
-
-def get(name: str) -> type[Sampler]:
-    """The sampler class registered as ``name``."""
-    if isinstance(name, str) and name in _OPTIONAL and not _installed(_OPTIONAL[name][1]):
-        raise ValueError(f"algorithm {name!r} needs the {_OPTIONAL[name][1]!r} library, which is not installed; "
-                         f"{_OPTIONAL[name][2]}")
-    if not isinstance(name, str) or name not in (entries := {**_REGISTRY, **{k: v[0] for k, v in _OPTIONAL.items()}}):
-        raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(available())}")
-    module, cls = entries[name].split(":")
-    return getattr(importlib.import_module(module), cls)
-
-
-def make(name: str, family, **kwargs) -> Sampler:
-    """Build the sampler ``name`` for ``family``.
-
-    Parameters
-    ----------
-    name : str
-        Registry name (see :func:`available`).
-    family : algorithms.families.Family
-        The conjugate family (the prior).
-    **kwargs
-        ``alpha`` (DP concentration), ``seed``, ``backend`` and the algorithm's options, as
-        :class:`Sampler` takes them; the defaults and constraints of ``alpha`` and ``seed``
-        are in :data:`algorithms.constraints.RUN_PARAMETERS`.
-
-    Unknown names and options raise with the list of valid ones.
-    """
-    return get(name)(family, **kwargs)
-
 
 __all__ = ["available", "missing", "get", "make", "Sampler", "State", "DPMM",
            "NormalInverseWishart", "NormalKnownCovariance", "DirichletMultinomial"]

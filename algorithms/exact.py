@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, special, stats
 
+from ._registry import make
 from .concentration import GammaPrior
 from .partitions import cluster_sizes, enumerate_partitions, log_crp_prior, partition_key
 
@@ -246,8 +247,6 @@ def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, bur
     ``sampler_alpha`` (default ``alpha``) and ``sampler_alpha_prior`` (default
     ``alpha_prior``) let a test run a deliberately wrong sampler.
     """
-    from dpmmbench import algorithms  # late import: the registry imports this package's modules
-
     if alpha_prior is None:
         parts, probs = exact_posterior(X, family, alpha)
     else:
@@ -257,8 +256,7 @@ def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, bur
     learned = {} if run_prior is None else {"alpha_prior": run_prior}
 
     def factory(c):
-        return algorithms.make(name, family=family, alpha=run_alpha, seed=seed * 1000 + c,
-                               **learned, **(options or {}))
+        return make(name, family=family, alpha=run_alpha, seed=seed * 1000 + c, **learned, **(options or {}))
 
     counts, alphas = sample_chains(factory, X, parts, chains, burn, samples, thin, inits)
     freq = counts.sum(axis=0) / counts.sum()

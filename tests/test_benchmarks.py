@@ -94,7 +94,7 @@ def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
     from dpmmbench import algorithms
     from dpmmbench.reports import results_doc
 
-    monkeypatch.setattr(algorithms, "_installed", lambda library: False)
+    monkeypatch.setattr(algorithms._registry, "_installed", lambda library: False)
     runs, missing = peers.methods("target")
     assert runs == [("subc", {}), ("sklearn-bgm", {})] and set(missing) == {"bnpy-memovb", "dpgmm", "bmcc"}
     dataset = "synth-chang2013?n=2000&n_clusters=4"

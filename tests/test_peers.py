@@ -219,7 +219,7 @@ def test_bnpy_memovb_through_the_driver():
 def test_list_marks_peers_and_says_how_to_get_a_missing_one(capsys, monkeypatch):
     from dpmmbench.workflows.cli import main
 
-    monkeypatch.setattr(algorithms, "_installed", lambda library: False)
+    monkeypatch.setattr(algorithms._registry, "_installed", lambda library: False)
     assert "bnpy-memovb" not in algorithms.available()
     with pytest.raises(ValueError, match="'bnpy-memovb' needs the 'bnpy' library.*pip install --no-deps bnpy"):
         algorithms.get("bnpy-memovb")
