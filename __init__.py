@@ -8,11 +8,18 @@ before it)::
 
     algorithms  <-  datasets  <-  reports  <-  workflows
 
->>> from dpmmbench import algorithms, datasets                    # doctest: +SKIP
->>> ds = datasets.load("synth-chang2013?n=2000")                  # doctest: +SKIP
->>> s = algorithms.make("subc", family=ds.family, seed=0)           # doctest: +SKIP
+>>> from dpmmbench import algorithms, datasets
+>>> ds = datasets.load("synth-chang2013?n=500")
+>>> s = algorithms.make("subc", family=ds.family, seed=0)
+>>> state = s.init(ds.X)
+>>> for _ in range(20):
+...     state = s.step(state)
+>>> state.labels.shape
+(500,)
 >>> from dpmmbench import DPMM
->>> DPMM(n_iter=50, random_state=0).fit(ds.X).n_clusters_           # doctest: +SKIP
+>>> model = DPMM(n_iter=20, random_state=0).fit(ds.X)
+>>> model.labels_.shape, model.n_clusters_ > 1
+((500,), True)
 
 ``dpmmbench.DPMM`` is the scikit-learn estimator over the samplers
 (``dpmmbench.algorithms.estimator``).

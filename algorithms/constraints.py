@@ -17,7 +17,8 @@ of these (any of them will do).
 
 Example
 -------
->>> from numbers import Integral, Real
+>>> from numbers import Integral
+>>> from dpmmbench.algorithms.constraints import Interval, check_parameter
 >>> Interval(Integral, 1, None, closed="left").check("workers", 2)
 2
 >>> check_parameter("alpha", 0.5)

@@ -16,6 +16,7 @@ Example
 -------
 >>> import numpy as np
 >>> from dpmmbench.algorithms.families import NormalKnownCovariance
+>>> from dpmmbench.algorithms.predictive import log_predictive_density
 >>> fam = NormalKnownCovariance(0.5, [0.0], 3.0)
 >>> X = np.array([[-2.0], [-1.8], [2.1], [2.3]])
 >>> log_predictive_density(fam, X, np.array([0, 0, 1, 1]), 1.0, np.array([[2.0]])).shape

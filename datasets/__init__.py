@@ -1,6 +1,6 @@
 """Datasets for the DPMM benchmarks, by name.
 
->>> import datasets
+>>> from dpmmbench import datasets
 >>> datasets.available()[:4]
 ['synth-chang2013', 'synth-wang2017', 'digits', 'synth-multinomial']
 >>> ds = datasets.load("synth-chang2013?seed=3&n=2000")

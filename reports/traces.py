@@ -12,10 +12,15 @@ in the lower of the two layers.
 
 Example
 -------
->>> import pandas as pd
->>> from dpmmbench.reports.traces import read_trace, write_trace
->>> path = write_trace(trace, "results/traces/gibbs.parquet", {"algorithm": "gibbs"})  # doctest: +SKIP
->>> trace, meta = read_trace(path)                                                       # doctest: +SKIP
+>>> import os, tempfile
+>>> from dpmmbench.reports.traces import TRACE_COLUMNS, read_trace, trace_frame, write_trace
+>>> row = dict.fromkeys(TRACE_COLUMNS, 0) | {"algorithm": "gibbs", "dataset": "digits", "log_joint": -512.3}
+>>> trace = trace_frame([row])
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     path = write_trace(trace, os.path.join(tmp, "gibbs.parquet"), {"algorithm": "gibbs"})
+...     back, meta = read_trace(path)
+>>> back.equals(trace), meta
+(True, {'algorithm': 'gibbs'})
 """
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ oversubscribes the machine as soon as there are two workers.
 
 Example
 -------
+Not run by the doctests (``+SKIP``): starting worker processes takes seconds.
+
+>>> from dpmmbench.workflows.cluster import dask_client
 >>> with dask_client(workers=1, threads=1) as client:          # doctest: +SKIP
 ...     client.submit(sum, [1, 2]).result()
 3

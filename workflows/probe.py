@@ -9,7 +9,11 @@ algorithm can do there.
 
 Example
 -------
->>> from workflows.cluster import dask_client
+Not run by the doctests (``+SKIP``): it starts two worker processes, and its result depends on
+the machine.
+
+>>> from dpmmbench.workflows.cluster import dask_client
+>>> from dpmmbench.workflows.probe import parallel_ceiling
 >>> with dask_client(workers=2, threads=1) as client:          # doctest: +SKIP
 ...     parallel_ceiling(client)["scaling"]
 1.8

@@ -9,9 +9,9 @@ sufficient statistics. Two implementations with one interface:
 
 Samplers receive a backend (``algorithms.make(name, ..., backend=...)``) and never create
 clusters. Communication is counted by serialising what crosses the wire (see
-:mod:`algorithms.backends.base`).
+:mod:`dpmmbench.algorithms.backends.base`).
 
->>> from algorithms.backends import SerialBackend
+>>> from dpmmbench.algorithms.backends import SerialBackend
 >>> SerialBackend(2).n_shards
 2
 """
