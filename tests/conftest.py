@@ -110,6 +110,26 @@ def client():
         yield client
 
 
+def needs(*names):
+    """Mark a test that runs the registered algorithms ``names`` to skip where one of them is
+    an optional peer whose library is missing (CI installs them all); the reason names each
+    such peer and the command that installs it. Names that are no optional peer are ignored."""
+    from dpmmbench import algorithms
+
+    missing = algorithms.missing()
+    reasons = [f"{name} is not installed: {missing[name]}" for name in dict.fromkeys(names) if name in missing]
+    return pytest.mark.skipif(bool(reasons), reason="; ".join(reasons))
+
+
+def needs_config(path):
+    """:func:`needs` for every algorithm the workflow config at ``path`` names."""
+    import yaml
+
+    from dpmmbench.workflows._config import algorithm_names
+
+    return needs(*algorithm_names(yaml.safe_load(Path(path).read_text())))
+
+
 def fits(name, family) -> bool:
     """Whether the registered sampler ``name`` takes ``family`` (a peer may fit some only)."""
     from dpmmbench import algorithms

@@ -17,9 +17,11 @@ import psutil
 import pytest
 import yaml
 
+from conftest import needs_config
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Pair, check_parameter
 from dpmmbench.reports.traces import read_trace
+from dpmmbench.workflows._config import check_algorithms
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "workflows" / "config").glob("*.yaml"))
@@ -70,7 +72,7 @@ def test_a_config_file_replaces_the_default_config(tmp_path):
     assert not (set(default["datasets"]) - set(config["datasets"])) & set(re.findall(r"results/traces/([^/]+)/", res.stdout))
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=needs_config(p)) for p in CONFIGS])
 def test_every_config_dry_runs_its_grid_without_downloading(tmp_path, path):
     config = yaml.safe_load(path.read_text())
     data = tmp_path / "data"  # where a fetch would put its downloads
@@ -224,7 +226,79 @@ def test_unknown_algorithm_in_config_is_named(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
     res = snakemake(tmp_path, "-n", "--configfile", str(path))
-    assert res.returncode != 0 and "gibs" in res.stdout + res.stderr
+    assert res.returncode != 0 and "config 'algorithms': unknown algorithm 'gibs'; available: " in res.stdout + res.stderr
+
+
+PEERS = ROOT / "workflows" / "config" / "peers.yaml"
+
+#: runs Snakemake with the libraries named on its command line hidden, as if not installed
+#: (``importlib.util.find_spec`` answers None for a module set to None in ``sys.modules``)
+_WITHOUT = """
+import sys
+hidden, sys.argv = sys.argv[1].split(","), ["snakemake", *sys.argv[2:]]
+for library in hidden:
+    sys.modules[library] = None
+from snakemake.cli import main
+main()
+"""
+
+
+def hide_library(monkeypatch, library):
+    """``library`` is not installed, for this test (whether or not it is)."""
+    monkeypatch.setitem(sys.modules, library, None)
+
+
+@pytest.mark.parametrize("edit, where", [
+    ({}, "algorithms"),  # peers.yaml as it is: dpgmm in 'algorithms' and in 'options'
+    ({"algorithms": ["gibbs"]}, "options"),
+    ({"algorithms": ["gibbs"], "options": {}, "variants": {"d": {"algorithm": "dpgmm"}}}, "variants: d"),
+])
+def test_a_missing_optional_peer_is_one_line_naming_it_and_its_install(monkeypatch, edit, where):
+    """A config naming a known peer whose library is missing stops on one line that names the
+    peer and the command that installs it (before, the workflow said "unknown algorithm")."""
+    hide_library(monkeypatch, "dpgmm")
+    config = {**yaml.safe_load(PEERS.read_text()), **edit}
+    with pytest.raises(ValueError) as info:
+        check_algorithms(config)
+    message = str(info.value)
+    assert "\n" not in message and "unknown" not in message
+    assert (f"config '{where}': algorithm 'dpgmm' needs the 'dpgmm' library, which is not installed; "
+            f"install it with pip install torch") in message
+    assert algorithms.missing()["dpgmm"] in message
+
+
+def test_every_missing_peer_of_a_config_is_named_and_an_unknown_name_still_says_unknown(monkeypatch):
+    for library in ("bnpy", "bmcc", "dpgmm"):
+        hide_library(monkeypatch, library)
+    config = yaml.safe_load(PEERS.read_text())
+    with pytest.raises(ValueError) as info:
+        check_algorithms(config)
+    message = str(info.value)
+    assert "\n" not in message
+    missing = algorithms.missing()
+    parts = message.split(" | ")
+    assert [part.split("'")[3] for part in parts] == ["bnpy-memovb", "bmcc", "dpgmm"]  # in the config's order
+    for part, name in zip(parts, ["bnpy-memovb", "bmcc", "dpgmm"]):
+        assert part.startswith(f"config 'algorithms': algorithm '{name}' needs") and part.endswith(missing[name])
+    config["algorithms"] = ["gibbs", "gibs", "dpgmm"]  # a typo outranks a missing peer
+    with pytest.raises(ValueError, match=r"^config 'algorithms': unknown algorithm 'gibs'; available: "):
+        check_algorithms(config)
+    check_algorithms(yaml.safe_load(SMOKE.read_text()))  # names no optional peer
+
+
+def test_a_missing_optional_peer_stops_the_workflow_before_any_job(tmp_path, monkeypatch):
+    """Snakemake itself, with dpgmm's library hidden (CI has every peer installed): the config
+    check stops it on the one line, not on "unknown algorithm 'dpgmm'"."""
+    hide_library(monkeypatch, "dpgmm")  # here too, for the registry's hint
+    cmd = [sys.executable, "-c", _WITHOUT, "dpgmm", *snakemake_cmd(tmp_path, "-n", "--configfile", str(PEERS))[3:]]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out[-3000:]
+    assert "unknown algorithm" not in out
+    (line,) = [line for line in out.splitlines() if "'dpgmm'" in line]
+    assert line == ("config 'algorithms': algorithm 'dpgmm' needs the 'dpgmm' library, which is not installed; "
+                    + algorithms.missing()["dpgmm"]), out[-3000:]
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow

@@ -2,7 +2,9 @@
 
 The schema (``workflows/schemas/config.schema.yaml``) checks the config's shape and keys; a
 YAML float such as ``.nan`` or ``.inf`` passes any numeric bound of a JSON schema, and an
-integral float (``10.0``) passes ``type: integer``. :func:`check_values` checks every run
+integral float (``10.0``) passes ``type: integer``. :func:`check_algorithms` checks every
+algorithm name against the registry (an optional peer whose library is missing is named
+with the command that installs it), and :func:`check_values` checks every run
 parameter against its declared constraint (:data:`~dpmmbench.algorithms.constraints.RUN_PARAMETERS`,
 the one table of their bounds), parses every dataset name, and compares ``init_clusters``
 with each dataset's size where the name tells it without loading. The workflow calls it
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from numbers import Integral
 
-from dpmmbench import datasets
+from dpmmbench import algorithms, datasets
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Interval, check_value
 from dpmmbench.datasets.split import heldout_count
 from dpmmbench.reports.chains import check_tolerance
@@ -44,6 +46,64 @@ def check_run_parameter(where: str, name: str, value):
     if integral and isinstance(value, float):
         raise TypeError(f"config '{where}' must be an integer, got {value!r}")
     return check_value(f"config '{where}'", value, constraint)
+
+
+def algorithm_names(config: dict) -> dict[str, str]:
+    """Every registry name a config uses, with the first config key that uses it.
+
+    Parameters
+    ----------
+    config : dict
+        The workflow config, after ``snakemake.utils.validate`` against the schema.
+
+    Returns
+    -------
+    dict
+        Registry name -> config key: the names of ``algorithms`` (none for ``"all"``, which
+        selects from the registry), the keys of ``options`` and each variant's ``algorithm``
+        (key ``"variants: NAME"``), in that order.
+    """
+    names = {}
+    listed = config.get("algorithms")
+    for name in listed if isinstance(listed, list) else []:
+        names.setdefault(name, "algorithms")
+    for name in config.get("options") or {}:
+        names.setdefault(name, "options")
+    for variant, spec in (config.get("variants") or {}).items():
+        names.setdefault(spec["algorithm"], f"variants: {variant}")
+    return names
+
+
+def check_algorithms(config: dict) -> None:
+    """Check that every algorithm the config names (:func:`algorithm_names`) can run here.
+
+    Parameters
+    ----------
+    config : dict
+        The workflow config, after ``snakemake.utils.validate`` against the schema.
+
+    Raises
+    ------
+    ValueError
+        One line. An unknown name: ``config 'KEY': unknown algorithm ...`` with the
+        available ones. Else every optional peer whose library is not installed, as
+        ``config 'KEY': algorithm 'NAME' needs the 'LIBRARY' library, which is not
+        installed; install it with ...`` (the registry's message), separated by `` | ``: a
+        config may name several peers this machine lacks, and the user learns at once what
+        to install instead of one peer per attempt.
+    """
+    names = algorithm_names(config)
+    missing = algorithms.missing()
+    not_installed = []
+    for name, where in names.items():
+        try:
+            algorithms.get(name)
+        except ValueError as exc:
+            if name not in missing:
+                raise ValueError(f"config '{where}': {exc}") from None
+            not_installed.append(f"config '{where}': {exc}")
+    if not_installed:
+        raise ValueError(" | ".join(not_installed))  # the hints hold semicolons of their own
 
 
 def check_values(config: dict) -> None:

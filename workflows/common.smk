@@ -8,7 +8,7 @@ from snakemake.settings.types import DeploymentMethod
 
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, resolve_options
-from dpmmbench.workflows._config import check_values
+from dpmmbench.workflows._config import check_algorithms, check_values
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
@@ -27,16 +27,10 @@ else:
 def selected_algorithms():
     """Registry names selected by the config's ``algorithms``: "all" (the suite's own samplers;
     peers, which fit some families only, are named, or run as variants on the datasets they
-    fit) or a list."""
+    fit) or a list (its names checked by ``check_config``)."""
     names = config["algorithms"]
-    known = algorithms.available()
     if names == "all":
-        return [name for name in known if not algorithms.get(name).external]
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        missing = algorithms.missing()  # optional peers whose library is not installed
-        hints = "".join(f"; {n}: {missing[n]}" for n in unknown if n in missing)
-        raise ValueError(f"config 'algorithms': unknown or not installed {unknown}; available: {known}{hints}")
+        return [name for name in algorithms.available() if not algorithms.get(name).external]
     return list(names)
 
 
@@ -132,23 +126,20 @@ def target_tolerance_args():
 
 
 def check_config():
-    """Stop before any job on what the schema cannot see: run parameters outside their
-    declared constraints (NaN, infinity, an integral float), dataset names that do not parse
-    or whose known size is below init_clusters (``check_values``), unknown algorithm or
-    option names and bad option values (each message names the culprit), variants that
-    clash with a registry name or name an unknown dataset key, an empty grid."""
-    known = algorithms.available()
+    """Stop before any job on what the schema cannot see: unknown algorithm names and
+    optional peers that are not installed (``check_algorithms``: one line, naming each
+    missing peer and the command that installs it), run parameters outside their declared
+    constraints (NaN, infinity, an integral float), dataset names that do not parse or whose
+    known size is below init_clusters (``check_values``), unknown option names and bad
+    option values (each message names the culprit), variants that clash with a registry
+    name or name an unknown dataset key, an empty grid."""
+    check_algorithms(config)
     check_values(config)
-    for algorithm in config.get("options", {}):
-        if algorithm not in known:
-            raise ValueError(f"config 'options': unknown algorithm {algorithm!r}; available: {known}")
+    known = algorithms.available() + list(algorithms.missing())  # every registry name, installed or not
     for name, variant in variants().items():
         # a peer left out of "all" may be a variant of its own name (e.g. run on some datasets only)
         if name in known and (variant["algorithm"] != name or name in selected_algorithms()):
             raise ValueError(f"config 'variants': {name!r} is a registry algorithm; give the variant another name")
-        if variant["algorithm"] not in known:
-            raise ValueError(f"config 'variants': {name}: unknown algorithm {variant['algorithm']!r}; "
-                             f"available: {known}")
         missing = [d for d in variant.get("datasets", []) if d not in config["datasets"]]
         if missing:
             raise ValueError(f"config 'variants': {name}: unknown dataset key(s) {missing}; "
