@@ -22,6 +22,15 @@ steps when the chain has them (see :func:`draws`). One chain has no between-chai
 its R-hat is NaN. A quantity that does not move within any chain (a deterministic search, a
 variational peer at its fixed point, alpha when it is fixed) has no ESS: NaN, never the number
 of draws arviz-stats reports for a constant.
+
+R-hat and ESS are statistics of samplers. A method that is none (an optimiser such as
+``search``, variational inference such as the peers ``sklearn-bgm`` and ``bnpy-memovb``:
+:attr:`algorithms.base.Sampler.kind`) gets no R-hat and no ESS but the reason, in
+``rhat_note`` (:data:`NOT_A_SAMPLER`): its chains stop moving at an optimum, and the few
+digits of noise left there would make R-hat any number at all, e.g. 10^15 for chains flat at
+different optima. It is neither converged nor unconverged in R-hat's sense. A sampler whose
+chains all stand still over their draws is stuck, and says so (:data:`STUCK`): whatever
+R-hat says, it has not shown that it mixes (``converged`` is False).
 """
 from __future__ import annotations
 
@@ -43,6 +52,13 @@ MIN_DRAWS = 4
 TAIL_PROB = (0.05, 0.95)
 #: label-switching-invariant trace columns that are diagnosed: (trace column, column suffix)
 DIAGNOSED = (("log_joint", "log_joint"), ("n_clusters", "n_clusters"), ("alpha", "alpha"))
+#: ``rhat_note`` of a method that is no sampler, by its kind (:attr:`algorithms.base.Sampler.kind`)
+NOT_A_SAMPLER = {"optimiser": "n/a: optimiser (it climbs to one partition; not a sampler)",
+                 "variational": "n/a: variational inference (it iterates to a fixed point; not a sampler)"}
+#: ``rhat_note`` of a sampler none of whose chains moved over its draws
+STUCK = "stuck: no chain's log joint moved over its draws"
+#: ``rhat_note`` of a method not known here (no kind) none of whose chains moved over its draws
+STILL = "no chain's log joint moved over its draws (a sampler would be stuck; the method is not known here)"
 #: (per-run column, summary column) of the quantities given as median and interval over chains
 OVER_CHAINS = (("final_log_joint", "final_log_joint"), ("final_vi", "final_vi"), ("final_nmi", "final_nmi"),
                ("final_n_clusters", "final_n_clusters"), ("heldout_lpd", "heldout_lpd"), ("time_s", "time_s"))
@@ -183,6 +199,70 @@ def diagnostics(values: np.ndarray) -> dict:
     return out
 
 
+def diagnostics_note(kind: str, log_joint: np.ndarray) -> str:
+    """Why a group's R-hat and ESS are not given, or do not mean what they seem.
+
+    Parameters
+    ----------
+    kind : str
+        The method's :attr:`algorithms.base.Sampler.kind` (``sampler``, ``optimiser``,
+        ``variational``), or ``""`` when it is not known.
+    log_joint : numpy.ndarray
+        The (chain, draw) array of the log joint (:func:`draws`).
+
+    Returns
+    -------
+    str
+        :data:`NOT_A_SAMPLER` of ``kind`` for an optimiser or variational method (R-hat and
+        ESS are n/a whatever its chains did); for a sampler whose every chain stood still over
+        at least :data:`MIN_DRAWS` draws :data:`STUCK` (:data:`STILL` when the kind is not
+        known); else ``""``: R-hat and ESS apply.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpmmbench.reports.chains import diagnostics_note
+    >>> flat = np.full((2, 5), -100.0)
+    >>> diagnostics_note("optimiser", flat)
+    'n/a: optimiser (it climbs to one partition; not a sampler)'
+    >>> diagnostics_note("sampler", flat)
+    "stuck: no chain's log joint moved over its draws"
+    >>> diagnostics_note("sampler", np.arange(10.0).reshape(2, 5))
+    ''
+    """
+    if kind in NOT_A_SAMPLER:
+        return NOT_A_SAMPLER[kind]
+    if (log_joint.ndim == 2 and log_joint.shape[0] and log_joint.shape[1] >= MIN_DRAWS
+            and np.isfinite(log_joint).all() and not np.ptp(log_joint, axis=1).any()):
+        return STUCK if kind == "sampler" else STILL
+    return ""
+
+
+def convergence_verdict(row) -> tuple[str, bool]:
+    """What a row of :func:`chain_statistics` says of convergence, in words.
+
+    Parameters
+    ----------
+    row : mapping
+        A row of :func:`chain_statistics` (``rhat_note``, ``converged``, ``rhat_log_joint``,
+        ``rhat_n_clusters``), e.g. from ``DataFrame.iterrows`` or a summary.csv read back.
+
+    Returns
+    -------
+    (text, bad) : tuple of (str, bool)
+        ``text``: the ``rhat_note`` when there is one, ``"not converged"`` when R-hat exceeds
+        :data:`RHAT_THRESHOLD`, else ``""``. ``bad``: the group has not shown that it
+        converged (R-hat above the threshold, or a stuck sampler); never for a method that is
+        no sampler, whose R-hat is n/a.
+    """
+    note = row.get("rhat_note")
+    note = note if isinstance(note, str) else ""
+    if note in NOT_A_SAMPLER.values():
+        return note, False
+    flagged = not_converged(row["rhat_log_joint"], row["rhat_n_clusters"]) or note == STUCK
+    return note or ("not converged" if flagged else ""), flagged
+
+
 def best_log_joints(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
     """Per dataset, the best log joint any chain reached, over runs with a fixed alpha.
 
@@ -216,8 +296,10 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         Trace rows of every run, with a ``run`` column (the run's id in ``runs``),
         ``iteration``, ``time_s``, ``log_joint``, ``n_clusters`` and, when present, ``alpha``.
     runs : pandas.DataFrame
-        One row per run: ``run``, ``dataset``, the ``by`` columns, ``learned_alpha`` and the
-        per-run columns of :data:`OVER_CHAINS` (a missing one is NaN). Failed runs (``status``
+        One row per run: ``run``, ``dataset``, the ``by`` columns, ``learned_alpha``, the
+        per-run columns of :data:`OVER_CHAINS` (a missing one is NaN) and, when known,
+        ``kind`` (:attr:`algorithms.base.Sampler.kind`; without it, or empty, the chains
+        decide alone, see :func:`diagnostics_note`). Failed runs (``status``
         ``"failed"``) are counted in ``failed`` and otherwise left out: their traces stop where
         the error struck.
     by : list of str
@@ -237,7 +319,10 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         ``time_to_target_s`` with ``_lo``, ``_hi`` (``inf`` for a chain that never reached it;
         NaN for runs that learn alpha) and ``reached`` (chains that reached it); ``converged``
         (False when R-hat of the log joint or of the number of clusters exceeds
-        :data:`RHAT_THRESHOLD`, True when both are known and below, missing otherwise).
+        :data:`RHAT_THRESHOLD` or the sampler is stuck, True when both are known and below,
+        missing otherwise); ``rhat_note`` (:func:`diagnostics_note`: why R-hat and ESS are
+        n/a, for a method that is no sampler, whose ``rhat_*``, ``ess_*``, ``ess_per_s`` and
+        ``converged`` are then missing; or that a sampler is stuck; ``""`` otherwise).
         Groups in order of first appearance in ``runs``.
     """
     by = list(by)
@@ -262,9 +347,14 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         for column, name in OVER_CHAINS:
             values = members[column] if column in members else pd.Series(math.nan, index=members.index)
             row[name], row[f"{name}_lo"], row[f"{name}_hi"] = interval(values)
-        row["draws"] = draws(chains, "log_joint").shape[1]
+        log_joint = draws(chains, "log_joint")
+        row["draws"] = log_joint.shape[1]
+        kinds = [k for k in (members["kind"] if "kind" in members else ()) if isinstance(k, str) and k]
+        note = diagnostics_note(kinds[0] if kinds else "", log_joint)
         for column, suffix in DIAGNOSED:
             stats = diagnostics(draws(chains, column))
+            if note in NOT_A_SAMPLER.values():
+                stats = dict.fromkeys(stats, math.nan)
             row.update({f"{stat}_{suffix}": value for stat, value in stats.items()})
         row["ess_per_s"] = _ess_per_second(chains, row["ess_bulk_log_joint"])
         threshold = math.nan if learned else thresholds.get(row["dataset"], math.nan)
@@ -272,7 +362,8 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         row["target_log_joint"] = threshold
         row["time_to_target_s"], row["time_to_target_s_lo"], row["time_to_target_s_hi"] = interval(hits)
         row["reached"] = int(np.isfinite(hits).sum()) if hits else 0
-        row["converged"] = _converged(row["rhat_log_joint"], row["rhat_n_clusters"])
+        row["converged"] = False if note == STUCK else _converged(row["rhat_log_joint"], row["rhat_n_clusters"])
+        row["rhat_note"] = note
         rows.append(row)
     table = pd.DataFrame(rows)
     if len(table):

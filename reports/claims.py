@@ -1,6 +1,6 @@
 """The papers' headline claims, checked against the runs of this grid.
 
-Each check reads only the run table and traces built by :func:`reports.report.load_runs`
+Each check reads only the run table and traces built by :func:`reports.runs.read_runs`
 and returns a :class:`Claim`: the claim in words, what this grid measured, the criterion
 used, and a verdict -- ``held``, ``did not hold``, ``not decided at this budget`` or ``could
 not be checked`` (then the summary names the runs that are missing).
@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from dpmmbench import algorithms
 
 HELD, FAILED, UNDECIDED, UNCHECKED = "held", "did not hold", "not decided at this budget", "could not be checked"
 
@@ -132,7 +134,7 @@ def check_claims(frame: pd.DataFrame, runs: pd.DataFrame) -> list:
     Parameters
     ----------
     frame, runs : pandas.DataFrame
-        From :func:`reports.report.load_runs`.
+        From :func:`reports.runs.read_runs`.
 
     Returns
     -------
@@ -309,8 +311,6 @@ def _option(run, key):
     if key in options:
         return options[key]
     try:
-        from dpmmbench import algorithms
-
         return algorithms.get(run.algorithm).options[key].default
     except (ValueError, KeyError, ImportError):
         return None
@@ -400,12 +400,7 @@ def _names(names) -> str:
 def _absence(names, runs, ran_but="ran, but not on the data this claim needs") -> str:
     """Why each of ``names`` has no usable run, grouped: 'a, b (not implemented in this build);
     c (registered but not in this grid)'; ``ran_but`` explains a name that did run."""
-    try:
-        from dpmmbench import algorithms
-
-        registered = set(algorithms.available())
-    except ImportError:
-        registered = set()
+    registered = set(algorithms.available())
     ran = set(runs["algorithm"])
     groups = {}
     for name in names:

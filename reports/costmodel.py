@@ -64,6 +64,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpmmbench import algorithms
+
 #: worker counts the model is evaluated at
 MODEL_WORKERS = tuple(range(1, 65))
 #: worker counts shown in the report's table
@@ -364,7 +366,7 @@ def scaling(frame: pd.DataFrame, runs: pd.DataFrame, network: Network = GIGABIT,
     Parameters
     ----------
     frame, runs : pandas.DataFrame
-        From :func:`reports.report.load_runs`, restricted to one data set.
+        From :func:`reports.runs.read_runs`, restricted to one data set.
     network : Network
         The modelled network.
     loopback : Network
@@ -452,8 +454,6 @@ def is_sharded(algorithm: str) -> bool:
         Registry name.
     """
     try:
-        from dpmmbench import algorithms
-
         return bool(getattr(algorithms.get(algorithm), "supports_backend", False))
     except (ImportError, ValueError, KeyError):
         return False

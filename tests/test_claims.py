@@ -9,7 +9,7 @@ from dpmmbench.reports import claims
 
 def _run(i, dataset, algorithm, seed=0, *, points, time_s=10.0, iterations=500, workers=1, final=-1000.0, vi=0.1,
          bytes_=0.0, search_s=np.nan, options=None):
-    """One row of the run table of :func:`reports.report.load_runs` (the columns the claims read)."""
+    """One row of the run table of :func:`reports.runs.read_runs` (the columns the claims read)."""
     label = algorithm if workers == 1 else f"{algorithm} ({workers} workers)"
     return {"run": i, "dataset": dataset, "algorithm": algorithm, "variant": algorithm, "label": label,
             "seed": seed, "workers": workers, "options": options or {}, "time_s": time_s, "iterations": iterations,

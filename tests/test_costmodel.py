@@ -16,7 +16,7 @@ from dpmmbench import datasets
 from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.reports import costmodel as cm
 from dpmmbench.reports import figures
-from dpmmbench.reports.report import load_runs
+from dpmmbench.reports.runs import read_runs
 from dpmmbench.reports.traces import read_trace, write_trace
 from dpmmbench.workflows import driver
 
@@ -168,7 +168,7 @@ def traces(tmp_path_factory):
 
 
 def test_model_reproduces_the_real_runs_it_was_fitted_on(traces):
-    frame, runs = load_runs(traces.values())
+    frame, runs = read_runs(traces.values())
     scaling = cm.scaling(frame, runs)
     assert set(scaling.models) == {"slice-mr", "cons-prog", "auxvar"}  # gibbs is serial: no model
     assert scaling.reference_s > 0
@@ -208,7 +208,7 @@ def test_missing_runs_give_notes_not_errors(traces, tmp_path):
     old, meta = read_trace(traces["slice-mr", 2, 0])
     stale = write_trace(old.drop(columns=["compute_s", "compute_max_s", "workers_lost"]),
                                tmp_path / "old.parquet", meta)
-    frame, runs = load_runs([stale, traces["cons-prog", 2, 0], traces["auxvar", 1, 0], traces["auxvar", 2, 0]])
+    frame, runs = read_runs([stale, traces["cons-prog", 2, 0], traces["auxvar", 1, 0], traces["auxvar", 2, 0]])
     scaling = cm.scaling(frame, runs)
     assert set(scaling.models) == {"cons-prog", "auxvar"}
     assert math.isnan(scaling.reference_s) and scaling.predictions["speedup"].isna().all()
@@ -224,7 +224,7 @@ def test_missing_runs_give_notes_not_errors(traces, tmp_path):
     gibbs, _ = read_trace(traces["gibbs", 1, 0])
     with pytest.raises(ValueError, match="compute_s"):
         cm.fit(gibbs)
-    frame, runs = load_runs([traces["gibbs", 1, 0]])
+    frame, runs = read_runs([traces["gibbs", 1, 0]])
     empty = cm.scaling(frame, runs)
     assert not empty.models and not empty.notes and empty.predictions.empty
 
@@ -235,7 +235,7 @@ def png_size(data: bytes):
 
 
 def test_figures_render(traces):
-    frame, runs = load_runs(traces.values())
+    frame, runs = read_runs(traces.values())
     scaling = cm.scaling(frame, runs)
     colours = dict(zip(scaling.models, ("C0", "C1", "C2")))
     for reference in ("gibbs", None):

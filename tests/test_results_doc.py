@@ -66,3 +66,41 @@ def test_cli_renders_every_input_and_refuses_missing_ones(tmp_path):
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "nope.json" in missing.stderr and "Traceback" not in missing.stderr
     assert not (tmp_path / "x.md").exists()
+
+
+def _summary_rows(**notes):
+    """A summary.csv with one row per algorithm: R-hat 5.6e15 where the chains are flat."""
+    base = {"dataset": "d", "workers": 1, "chains": 3, "failed": 0, "iterations": 20, "s_per_iteration": 0.01,
+            "ess_per_s": 12.0, "git_commit": "abc", "cpu_model": "cpu"}
+    base |= {f"{q}{s}": 1.0 for q in ("final_log_joint", "final_vi", "final_nmi", "final_n_clusters",
+                                      "heldout_lpd", "time_to_target_s") for s in ("", "_lo", "_hi")}
+    rows = [base | {"algorithm": name, "registry": name, "rhat_log_joint": rhat} | (
+            {} if note is None else {"rhat_note": note}) for name, (rhat, note) in notes.items()]
+    return pd.DataFrame(rows)
+
+
+def _cells(page, name):
+    row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_rhat_of_a_method_that_is_no_sampler_reads_na_with_the_reason(tmp_path):
+    from dpmmbench.reports.chains import NOT_A_SAMPLER, STUCK
+
+    summary = _summary_rows(**{"sklearn-bgm": (5609998777727528.0, NOT_A_SAMPLER["variational"]),
+                               "search": (float("nan"), NOT_A_SAMPLER["optimiser"]),
+                               "gibbs": (1.004, ""), "subc": (float("nan"), STUCK)})
+    summary.to_csv(tmp_path / "summary.csv", index=False)  # as the page reads it: empty notes come back NaN
+    page = results_doc.render(summary=pd.read_csv(tmp_path / "summary.csv"))
+    bgm, search, gibbs, subc = (_cells(page, name) for name in ("sklearn-bgm", "search", "gibbs", "subc"))
+    # R-hat and ESS / s columns; notes numbered in the table's order (gibbs, search, sklearn-bgm, subc)
+    assert search[10:12] == ["n/a¹", "n/a¹"] and bgm[10:12] == ["n/a²", "n/a²"]
+    assert "5,609" not in page and "5609" not in page
+    lines = page.splitlines()
+    assert f"¹ {NOT_A_SAMPLER['optimiser']}." in lines and f"² {NOT_A_SAMPLER['variational']}." in lines
+    assert gibbs[10:12] == ["1.004", "12.0"]
+    assert subc[10:12] == ["–³", "12.0"] and f"³ {STUCK}." in lines
+    # a summary.csv written before the note: the registry still knows which method is no sampler
+    old = _summary_rows(**{"sklearn-bgm": (5609998777727528.0, None), "gibbs": (1.004, None)})
+    page = results_doc.render(summary=old)
+    assert _cells(page, "sklearn-bgm")[10] == "n/a¹" and _cells(page, "gibbs")[10] == "1.004"

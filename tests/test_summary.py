@@ -183,3 +183,38 @@ def test_summary_and_runs_tables_from_trace_files(tmp_path):
     summary.to_csv(tmp_path / "summary.csv", index=False)
     back = pd.read_csv(tmp_path / "summary.csv")
     assert back.loc[1, "time_to_target_s"] == math.inf
+
+
+def test_an_optimisers_flat_chains_have_no_rhat_but_the_reason():
+    # a search: each chain at its own optimum, never moving again
+    traces = [_chain([-2000.0] + [-1000.0 - s] * 10, seed=s) for s in range(3)]
+    row = _stats(traces, kind=["optimiser"] * 3)
+    assert row["rhat_note"] == chains.NOT_A_SAMPLER["optimiser"] and row["rhat_note"].startswith("n/a: optimiser")
+    assert all(np.isnan(row[f"{stat}_{x}"]) for stat in ("rhat", "ess_bulk", "ess_tail")
+               for x in ("log_joint", "n_clusters", "alpha"))
+    assert np.isnan(row["ess_per_s"]) and pd.isna(row["converged"])
+    assert not chains.not_converged(row["rhat_log_joint"], row["rhat_n_clusters"])  # the leaderboard's test
+    assert chains.convergence_verdict(row) == (chains.NOT_A_SAMPLER["optimiser"], False)
+
+
+def test_a_samplers_mixing_chains_keep_a_finite_rhat():
+    rng = np.random.default_rng(4)
+    traces = [_chain(np.r_[-2000.0, -1000 + rng.normal(size=200)], n_clusters=3 + rng.integers(0, 2, 201), seed=s)
+              for s in range(4)]
+    row = _stats(traces, kind=["sampler"] * 4)
+    assert row["rhat_note"] == "" and math.isfinite(row["rhat_log_joint"]) and row["rhat_log_joint"] < 1.01
+    assert row["ess_bulk_log_joint"] > 100 and row["converged"]
+    assert chains.convergence_verdict(row) == ("", False)
+
+
+def test_a_stuck_samplers_constant_chains_say_so_and_are_not_converged():
+    traces = [_chain([-2000.0] + [-1000.0] * 10, seed=s) for s in range(3)]  # all at one level
+    row = _stats(traces, kind=["sampler"] * 3)
+    assert row["rhat_note"] == chains.STUCK and not pd.isna(row["converged"]) and not row["converged"]
+    assert chains.convergence_verdict(row) == (chains.STUCK, True)
+    # stuck at different levels: R-hat says it too
+    row = _stats([_chain([-2000.0] + [-1000.0 - s] * 10, seed=s) for s in range(3)], kind=["sampler"] * 3)
+    assert row["rhat_log_joint"] == math.inf and row["rhat_note"] == chains.STUCK and not row["converged"]
+    # a method not known here: the chains alone cannot say whether it is stuck or done
+    row = _stats([_chain([-2000.0] + [-1000.0] * 10, seed=s) for s in range(3)], kind=[""] * 3)
+    assert row["rhat_note"] == chains.STILL and pd.isna(row["converged"])
