@@ -344,6 +344,12 @@ class SplitMergeGibbs(CollapsedGibbs):
     """Collapsed Gibbs sweeps followed by split-merge updates (the schedule of SAMS and
     Jain-Neal). Subclasses implement :meth:`_propose`."""
 
+    info_columns = {
+        "proposed_splits": "split proposals this step (two anchors drawn from one cluster)",
+        "accepted_splits": "split proposals accepted by the Metropolis-Hastings test this step",
+        "proposed_merges": "merge proposals this step (two anchors drawn from two clusters)",
+        "accepted_merges": "merge proposals accepted by the Metropolis-Hastings test this step",
+    }
     options = {
         **CollapsedGibbs.options,
         "moves": Option(10, Interval(int, 0), "split-merge updates per step"),

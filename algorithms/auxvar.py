@@ -45,6 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .backends import ShardedState
+from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
 from .collapsed import prior_predictive
 from .constraints import Interval, Option
@@ -181,6 +182,14 @@ class AuxiliaryVariable(Sampler):
     name = "auxvar"
     exact = True
     supports_backend = True
+    info_columns = {
+        **SHARD_INFO_COLUMNS,
+        "load_{j}": "points swept by worker j in this iteration",
+        "load_imbalance": "the largest worker load over the mean load (1 = even)",
+        "moved_points": "points that moved to their cluster's new worker at the start of this iteration",
+        "moved_clusters": "clusters that moved to a new worker at the start of this iteration",
+        "moved_bytes": "serialised size of the moved rows, counted once (they cross the wire twice)",
+    }
     options = {"local_sweeps": Option(1, Interval(int, 1), "collapsed Gibbs sweeps per worker per iteration")}
 
     @property

@@ -62,6 +62,7 @@ from . import _consolidation_kernels as ck
 from . import _dispatch as dispatch
 from ._numerics import log_multigamma, sample_log_weights
 from .backends import ShardedState
+from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
 from .collapsed import collapsed_sweep, prior_predictive
 from .constraints import Interval, Option
@@ -271,6 +272,12 @@ class _Consolidation(Sampler):
 
     exact = False
     supports_backend = True
+    info_columns = {
+        **SHARD_INFO_COLUMNS,
+        "n_atoms": "worker-local components the master holds (atoms of the global components)",
+        "n_new_components": "components the workers created in this iteration",
+        "n_merges": "new components merged into existing ones in this iteration, plus accepted pooled merges",
+    }
     #: how new components are consolidated: "progressive" or "hungarian"
     policy: ClassVar[str] = "progressive"
 
@@ -478,6 +485,8 @@ class PooledConsolidation(_Consolidation):
 
     name = "cons-pooled"
     options = {"mcmc_steps": _MCMC_STEPS}
+    info_columns = {**_Consolidation.info_columns,
+                    "n_splits": "pooled-consolidation splits accepted in this iteration"}
 
 
 class HungarianConsolidation(_Consolidation):
@@ -503,6 +512,8 @@ class AsyncConsolidation(_Consolidation):
     name = "cons-async"
     options = {"mcmc_steps": _MCMC_STEPS,
                "cycles": Option(1, Interval(int, 1), "cycles of every worker per iteration (trace row)")}
+    info_columns = {**_Consolidation.info_columns,
+                    "n_splits": "pooled-consolidation splits accepted in this iteration"}
 
     def _step(self, state):
         shards = state.shards

@@ -402,6 +402,15 @@ class BeamSearch(Sampler):
     name = "search"
     exact = False
     kind = "optimiser"
+    info_columns = {
+        "states_generated": "children scored by this step's search (0: no search ran)",
+        "predictive_evals": "predictive densities the search computed (the others came from its memo)",
+        "states_pushed": "children that entered the search's queue",
+        "states_popped": "states taken off the queue (the root included)",
+        "queue_max": "the largest size the queue reached",
+        "search_time": "process (CPU) seconds of this step's search",
+        "search_score": "objective of the partition found: log prior plus the clusters' log marginals",
+    }
     options = {
         "heuristic": Option("inadmissible", OneOf(HEURISTICS),
                             "estimate of the remaining points' log marginal (docs/algorithms.md §7.3)"),

@@ -41,6 +41,7 @@ from ._numerics import (
 )
 from ._shard_maps import component_stats
 from .backends import ShardedState
+from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
 from .constraints import Interval, Option
 from .labelstep import take_params
@@ -206,6 +207,11 @@ class SliceMapReduce(Sampler):
     name = "slice-mr"
     exact = True
     supports_backend = True
+    info_columns = {
+        **SHARD_INFO_COLUMNS,
+        "n_components": "components instantiated in this iteration (occupied and new)",
+        "n_new_components": "empty components the slice instantiated in this iteration",
+    }
     options = {"max_new_components": Option(
         10_000, Interval(int, 1),
         "most new components in one iteration (more raises ValueError; see the module docstring)")}

@@ -147,6 +147,10 @@ class SuperclusterGibbs(Sampler):
 
     name = "gibbs-supercluster"
     exact = True
+    info_columns = {
+        "load_{j}": "points swept by super-cluster j in this step's local sweeps",
+        "load_imbalance": "the largest super-cluster load over the mean load (1 = even)",
+    }
     options = {
         "n_superclusters": Option(2, Interval(int, 1), "number of super-clusters P (threads)"),
         "local_sweeps": Option(1, Interval(int, 1), "collapsed Gibbs sweeps per super-cluster per step"),

@@ -29,6 +29,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -179,6 +180,15 @@ class Pending:
 
     index: int
     handle: Any
+
+
+#: the per-step columns :meth:`ShardGroup.take_stats` reports beside the communication counts;
+#: a sampler that reports them declares them (``info_columns = {**SHARD_INFO_COLUMNS, ...}``)
+SHARD_INFO_COLUMNS = MappingProxyType({
+    "compute_s": "seconds the shards' map functions computed in this step, summed over the shards",
+    "compute_max_s": "the largest of the shards' compute seconds in this step (a synchronous step's critical path)",
+    "workers_lost": "workers holding shards of this run that left the cluster during this step",
+})
 
 
 class ShardGroup(ABC):

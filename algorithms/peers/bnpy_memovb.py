@@ -138,6 +138,12 @@ class BnpyMemoVB(Peer):
 
     name = "bnpy-memovb"
     kind = "variational"
+    info_columns = {
+        "peer_objective": "bnpy's evidence lower bound per point after this lap (minus its loss)",
+        "peer_laps": "laps (passes over the data) bnpy has completed",
+        "peer_converged": "1 once bnpy considers the fit converged or has stopped",
+        "peer_components": "components of bnpy's model, occupied or not (births and merges change it)",
+    }
     families = (NormalInverseWishart, NormalKnownCovariance)
     options = {
         "K": Option(6, Interval(int, 1), "initial number of components (bnpy's default)"),

@@ -66,6 +66,10 @@ class DpgmmGibbs(Peer):
     """dpgmm's collapsed Gibbs sampler (registry name ``dpgmm``)."""
 
     name = "dpgmm"
+    info_columns = {
+        "peer_objective": "dpgmm's data log likelihood at component parameters drawn from their posteriors",
+        "peer_alpha": "dpgmm's own alpha, resampled under its own Gamma prior",
+    }
     families = (NormalInverseWishart, NormalKnownCovariance)
     options = {
         "max_clusters_num": Option(10, Interval(int, 1), "clusters of dpgmm's random initial partition "

@@ -36,6 +36,10 @@ class SklearnBGM(Peer):
 
     name = "sklearn-bgm"
     kind = "variational"
+    info_columns = {
+        "peer_objective": "scikit-learn's evidence lower bound after this iteration (lower_bound_)",
+        "peer_converged": "1 once scikit-learn considers the fit converged (converged_)",
+    }
     families = (NormalInverseWishart, NormalKnownCovariance)
     options = {
         "n_components": Option(20, Interval(int, 1), "truncation: number of variational components "
