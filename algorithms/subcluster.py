@@ -59,6 +59,7 @@ from ._shard_maps import component_stats
 from ._subcluster_clusters import Clusters, ShardedClusters, subcluster_rows
 from ._subcluster_shards import LabelDraw, Resweep, decode_labels, draw_labels, resweep_labels
 from .backends import ShardedState
+from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
 from .constraints import Interval, OneOf, Option
 from .labelstep import sample_labels_keeping_clusters, sample_labels_within, sample_sublabels
@@ -154,6 +155,17 @@ class SubClusters(Sampler):
     name = "subc"
     exact = False
     supercluster = False
+    #: the shards' columns come with a backend only
+    info_columns = {
+        "proposed_splits": "split proposals this step (sub-cluster splits of burnt-in clusters and random splits)",
+        "accepted_splits": "split proposals accepted by the Metropolis-Hastings test this step",
+        "proposed_merges": "merge proposals this step (random or pairwise)",
+        "accepted_merges": "merge proposals accepted this step",
+        "sequential_label_sweep": "1 when the parallel label draw emptied a cluster and the labels were swept "
+                                  "sequentially instead",
+        "n_splittable": "clusters whose sub-clusters have burnt in (eligible for a sub-cluster split)",
+        **SHARD_INFO_COLUMNS,
+    }
     options = {
         "burnin": Option("window", OneOf(("window", "first-nonincrease", "none")),
                          "when a new cluster may be split: after a window of stable sub-cluster "
@@ -441,6 +453,8 @@ class SubClustersSuper(SubClusters):
 
     name = "subc-supc"
     supercluster = True
+    info_columns = {**{k: v for k, v in SubClusters.info_columns.items() if k not in SHARD_INFO_COLUMNS},
+                    "n_superclusters": "super-clusters the labels were drawn within this step"}
     supports_backend = False  # its label step (within super-clusters) runs in-process only
 
 
