@@ -19,7 +19,8 @@ Two measurements, every method in this one process, scored by the suite's own sc
 Every peer the registry knows is listed: an installed one runs (``algorithms.available()``,
 so a newly installed peer joins without a change here), a missing one is reported as not
 installed with how to get it. Each row keeps the method's settings (a peer's ``settings()``,
-our sampler's options). Compilation is warmed up off the clock (``workflows.driver.warm_up``).
+our sampler's options). Every chain runs on the suite's chain runner
+(``algorithms.runner.run_sampler``), compilation warmed up off the clock (``algorithms.runner.warm_up``).
 """
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ import numpy as np
 from benchmarks.report import machine_info
 from dpmmbench import algorithms, datasets
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS
+from dpmmbench.algorithms.runner import run_sampler, warm_up
 from dpmmbench.reports.metrics import n_clusters, nmi
 from dpmmbench.reports.results_doc import peers_section
-from dpmmbench.workflows.driver import heldout_lpd, warm_up
+from dpmmbench.workflows.driver import heldout_lpd
 
 #: four well-separated full-covariance Gaussians, 100k x 2-D (closest centres ~9 units apart,
 #: largest cluster standard deviation ~1.2)
@@ -111,34 +113,31 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
     sampler = algorithms.make(name, family=family, seed=seed, **options)
     warm_up(sampler, X)
     settings = _settings(sampler)
-    report("started", settings)
-    start = time.perf_counter()
-    state = sampler.init(X)
-    elapsed = init_s = time.perf_counter() - start
-    iteration, k_changes, draws = 0, [], deque(maxlen=RUN_DEFAULTS["heldout_draws"])
-    while True:
+    k_changes, draws, last = [], deque(maxlen=RUN_DEFAULTS["heldout_draws"]), {}
+
+    def score(iteration, state, elapsed):
         z = np.asarray(state.labels)
-        score, k = float(nmi(z, truth)), int(n_clusters(z))
-        report("state", iteration, elapsed, score, k)
-        if not k_changes or k_changes[-1][2] != k:
-            k_changes.append([iteration, elapsed, k])
+        last.update(nmi=float(nmi(z, truth)), k=int(n_clusters(z)))
+        report("state", iteration, elapsed, last["nmi"], last["k"])
+        if not k_changes or k_changes[-1][2] != last["k"]:
+            k_changes.append([iteration, elapsed, last["k"]])
         draws.append((z.copy(), float(state.alpha)))
-        if target is not None and score >= target[0] and k == target[1]:
-            status = "reached"
-            break
-        if (state.info or {}).get("peer_converged"):
-            status = "converged"
-            break
-        if elapsed > cap:
-            status = "not reached" if target is not None else "budget"
-            break
-        start = time.perf_counter()
-        state = sampler.step(state)
-        elapsed += time.perf_counter() - start
-        iteration += 1
+
+    def reached(state):  # of the state just scored
+        return target is not None and last["nmi"] >= target[0] and last["k"] == target[1]
+
+    def done(state):
+        return reached(state) or bool((state.info or {}).get("peer_converged"))
+
+    report("started", settings)
+    chain = run_sampler(sampler, X, time_budget=cap, target=done, callback=score)
     report("ended")
-    row = dict(method=name, options=options, status=status, time_s=elapsed, iterations=iteration, init_s=init_s,
-               nmi=score, n_clusters=k, k_changes=k_changes, settings=settings)
+    if chain.stopped == "target":
+        status = "reached" if reached(chain.state) else "converged"
+    else:
+        status = "not reached" if target is not None else "budget"
+    row = dict(method=name, options=options, status=status, time_s=chain.sampler_s, iterations=chain.iterations,
+               init_s=chain.init_s, nmi=last["nmi"], n_clusters=last["k"], k_changes=k_changes, settings=settings)
     if X_test is not None:
         row.update(heldout_lpd=heldout_lpd(family, X, list(draws), X_test), heldout_draws=len(draws))
     return row

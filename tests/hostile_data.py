@@ -207,5 +207,5 @@ def driver_run(path: str, dataset: str):
     """``dpmmbench run --data-file`` in Python: the run driver on a stored dataset file."""
     from dpmmbench.workflows import driver
 
-    trace, _ = driver.run("gibbs", dataset, 1, seed=0, data_file=path)
+    trace, _ = driver.run(driver.RunSpec("gibbs", dataset, 1, seed=0, data_file=path))
     return len(trace)

@@ -42,10 +42,10 @@ def chain(name="gibbs", iterations=5, seed=0, truth=True, **kwargs):
 
 
 class Wrapped:
-    """A real sampler with a slow step and extra diagnostics, to test the driver alone."""
+    """A real sampler with a slow step, to test the driver alone."""
 
-    def __init__(self, sampler, delay=0.0, info=None):
-        self.sampler, self.delay, self.info = sampler, delay, info
+    def __init__(self, sampler, delay=0.0):
+        self.sampler, self.delay = sampler, delay
         self.name, self.seed, self.family, self.alpha = sampler.name, sampler.seed, sampler.family, sampler.alpha
 
     def init(self, X, init_clusters=1, labels=None):
@@ -53,10 +53,10 @@ class Wrapped:
 
     def step(self, state):
         time.sleep(self.delay)
-        state = self.sampler.step(state)
-        if self.info is not None:
-            state.info = dict(state.info, **self.info(state.iteration))
-        return state
+        return self.sampler.step(state)
+
+    def step_info(self, state):
+        return self.sampler.step_info(state)
 
 
 # ---- run_chain -----------------------------------------------------------------------
@@ -104,14 +104,19 @@ def test_metric_time_is_off_the_clock(monkeypatch):
     assert df["time_s"].iloc[-1] < 0.1  # six scorer calls took >= 0.3 s
 
 
-def test_extra_info_columns_after_the_fixed_ones():
+def test_declared_step_columns_after_the_fixed_ones():
+    from dpmmbench.algorithms.gibbs import CollapsedGibbs
+
+    class Reporting(CollapsedGibbs):
+        info_columns = {"accepted_splits": "splits accepted", "queue": "states queued"}
+
+        def _step(self, state):  # reported on odd steps only; undeclared keys are not columns
+            state, it = super()._step(state), state.iteration + 1
+            state.info = dict(state.info, **({"accepted_splits": it, "note": "x"} if it % 2 else {"queue": 1.5}))
+            return state
+
     X, truth, fam = two_clusters()
-
-    def info(it):  # reported on odd steps only; strings are not columns
-        return {"accepted_splits": it, "note": "x"} if it % 2 else {"queue": 1.5}
-
-    s = Wrapped(algorithms.make("gibbs", family=fam, seed=0), info=info)
-    df = run_chain(s, X, 4, warmup=False)
+    df = run_chain(Reporting(fam, seed=0), X, 4, warmup=False)
     assert list(df.columns) == list(TRACE_COLUMNS) + ["accepted_splits", "queue"]
     np.testing.assert_array_equal(df["accepted_splits"], [np.nan, 1, np.nan, 3, np.nan])
     np.testing.assert_array_equal(df["queue"], [np.nan, np.nan, 1.5, np.nan, 1.5])
@@ -168,7 +173,7 @@ def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch, ext):
 
 # ---- run by names and the scheduler --------------------------------------------------------
 def test_run_records_provenance():
-    df, meta = driver.run("fsd", "synth-chang2013?n=200", 3, seed=2, options={"truncation": 20})
+    df, meta = driver.run(driver.RunSpec("fsd", "synth-chang2013?n=200", 3, seed=2, options={"truncation": 20}))
     assert len(df) == 4 and (df["dataset"] == "synth-chang2013?n=200").all()
     assert df["vi"].notna().all()  # synthetic data carry ground truth
     assert meta["iterations"] == 3 and meta["options"] == {"truncation": 20}
@@ -188,8 +193,8 @@ def test_run_scores_its_heldout_split(name, alpha_prior):
     state: the same number as the predictive density recomputed from the same chain here."""
     from dpmmbench.algorithms.predictive import log_predictive_density
 
-    trace, meta = driver.run("gibbs", name, 4, seed=3, alpha_prior=alpha_prior, test_fraction=0.2,
-                             split_seed=5, heldout_draws=1)
+    trace, meta = driver.run(driver.RunSpec("gibbs", name, 4, seed=3, alpha_prior=alpha_prior, test_fraction=0.2,
+                                            split_seed=5, heldout_draws=1))
     data = datasets.load(name)
     train, test = datasets.holdout(data, 0.2, 5)
     sampler = algorithms.make("gibbs", family=data.family, seed=3, alpha_prior=alpha_prior)
@@ -209,11 +214,11 @@ def test_run_scores_its_heldout_split(name, alpha_prior):
 
 def test_heldout_draws_are_the_last_states_and_nothing_held_out_scores_nothing():
     name = "synth-chang2013?n=200"
-    _, several = driver.run("gibbs", name, 4, seed=3, heldout_draws=10)
+    _, several = driver.run(driver.RunSpec("gibbs", name, 4, seed=3, heldout_draws=10))
     assert several["heldout_draws"] == 4  # the chain's steps, when fewer than asked
-    _, none = driver.run("gibbs", name, 0, seed=3, heldout_draws=10)
+    _, none = driver.run(driver.RunSpec("gibbs", name, 0, seed=3, heldout_draws=10))
     assert none["heldout_draws"] == 1 and np.isfinite(none["heldout_lpd"])  # the initial state
-    trace, nothing = driver.run("gibbs", name, 2, seed=3, test_fraction=0)
+    trace, nothing = driver.run(driver.RunSpec("gibbs", name, 2, seed=3, test_fraction=0))
     assert nothing["heldout_lpd"] is None and nothing["heldout_points"] == 0 and nothing["n_points"] == 200
     local = run_chain(algorithms.make("gibbs", family=datasets.load(name).family, seed=3),
                       datasets.load(name).X, 2)
@@ -225,14 +230,14 @@ def test_unreachable_scheduler_fails_fast(monkeypatch):
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", UNREACHABLE)
     start = time.perf_counter()
     with pytest.raises(ConnectionError, match="did not answer"):
-        driver.run("gibbs", "synth-chang2013?n=50", 1)
+        driver.run(driver.RunSpec("gibbs", "synth-chang2013?n=50", 1))
     assert time.perf_counter() - start < 5
 
 
 def test_reachable_scheduler_is_recorded():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as external:
-        df, meta = driver.run("gibbs", "synth-chang2013?n=50", 1, scheduler=external.scheduler_address)
+        df, meta = driver.run(driver.RunSpec("gibbs", "synth-chang2013?n=50", 1, scheduler=external.scheduler_address))
         workers = set(external.scheduler.workers)
     assert meta["scheduler"] == external.scheduler_address and meta["dask"]["embedded"] is False
     assert meta["worker"]["address"] in workers  # the chain ran on that cluster
@@ -448,7 +453,7 @@ def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
     data = datasets.load(name)
     path = tmp_path / "data.npz"
     save(data, path)
-    trace, meta = driver.run("gibbs", name, 3, seed=1, data_file=path)
+    trace, meta = driver.run(driver.RunSpec("gibbs", name, 3, seed=1, data_file=path))
     train, _ = datasets.holdout(data)  # the chain runs on the training part of the default split
     local = run_chain(algorithms.make("gibbs", family=data.family, seed=1), train.X, 3,
                       truth=train.labels, dataset=data.name)
@@ -461,7 +466,7 @@ def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cluster, "dask_client", no_cluster)
     with pytest.raises(ValueError, match="holds dataset"):
-        driver.run("gibbs", "synth-multinomial?n=41&vocab=12", 3, data_file=path)
+        driver.run(driver.RunSpec("gibbs", "synth-multinomial?n=41&vocab=12", 3, data_file=path))
 
 
 def test_summarize_and_report_errors_have_their_codes(tmp_path, capsys):

@@ -160,7 +160,8 @@ def test_serial_run_is_one_task_in_a_worker_and_startup_is_off_the_clock(monkeyp
         return real_local_cluster(*args, **kwargs)
 
     monkeypatch.setattr(cluster, "_local_cluster", slow_local_cluster)
-    trace, meta = driver.run("gibbs", "synth-chang2013?n=300", 4, seed=4, name="gibbs-on-dask", test_fraction=0)
+    trace, meta = driver.run(driver.RunSpec("gibbs", "synth-chang2013?n=300", 4, seed=4, name="gibbs-on-dask",
+                                            test_fraction=0))
 
     worker = meta["worker"]
     assert worker["pid"] != os.getpid() and worker["address"].startswith("tcp://127.0.0.1:")
@@ -187,11 +188,11 @@ def test_user_errors_fail_before_a_cluster_starts(monkeypatch):
                            ({"threads": 0}, "threads"), ({"name": " "}, "name"),
                            ({"workers": 10**6}, "embedded cluster of 1000000 workers")]:
         with pytest.raises((TypeError, ValueError), match=needle):
-            driver.run("fsd", "synth-chang2013?n=50", 1, **kwargs)
+            driver.run(driver.RunSpec("fsd", "synth-chang2013?n=50", 1, **kwargs))
     with pytest.raises(ValueError, match="no-such-data"):
-        driver.run("fsd", "no-such-data", 1)
+        driver.run(driver.RunSpec("fsd", "no-such-data", 1))
     with pytest.raises(ValueError, match="nope"):
-        driver.run("nope", "synth-chang2013?n=50", 1)
+        driver.run(driver.RunSpec("nope", "synth-chang2013?n=50", 1))
 
 
 # ---- spawn safety (docs/design.md "Dask clusters") --------------------------------------------

@@ -120,7 +120,7 @@ def test_a_sharded_run_that_fails_writes_its_partial_trace_marked_failed(tmp_pat
     out = tmp_path / "trace.parquet"
     start = time.perf_counter()
     with dask.config.set({"dpmmbench.retries": 1}), pytest.raises(ShardFailedError, match="shard 1 failed"):
-        driver.run("slice-mr", DATASET, 6, seed=1, workers=2, test_fraction=0, out=out)
+        driver.run(driver.RunSpec("slice-mr", DATASET, 6, seed=1, workers=2, test_fraction=0), out=out)
     assert time.perf_counter() - start < 90
     assert attempts(marker) == 2
     trace, meta = read_trace(out)
@@ -134,7 +134,7 @@ def test_a_serial_run_that_fails_in_its_worker_writes_its_partial_trace(tmp_path
     monkeypatch.setattr(algorithms, "get", lambda name: hc.FailingGibbs)
     out = tmp_path / "trace.csv"
     with pytest.raises(ArithmeticError, match="the step failed on purpose"):
-        driver.run("gibbs", DATASET, 6, seed=1, workers=1, test_fraction=0, out=out)
+        driver.run(driver.RunSpec("gibbs", DATASET, 6, seed=1, workers=1, test_fraction=0), out=out)
     trace, meta = read_trace(out)
     assert list(trace["iteration"]) == list(range(hc.FAIL_AT))
     assert meta["status"] == "failed" and meta["error"] == "ArithmeticError: the step failed on purpose"
@@ -142,10 +142,11 @@ def test_a_serial_run_that_fails_in_its_worker_writes_its_partial_trace(tmp_path
 
 
 def test_a_run_says_how_it_ended(tmp_path):
-    _, meta = driver.run("gibbs", "synth-chang2013?n=50", 2, seed=1, warmup=False, out=tmp_path / "t.csv")
+    _, meta = driver.run(driver.RunSpec("gibbs", "synth-chang2013?n=50", 2, seed=1, warmup=False),
+                         out=tmp_path / "t.csv")
     assert meta["status"] == "completed"
     assert not (tmp_path / "t.csv").exists()  # a successful run's trace is the caller's to write
-    _, meta = driver.run("gibbs", "synth-chang2013?n=50", 5, seed=1, warmup=False, time_budget=1e-9)
+    _, meta = driver.run(driver.RunSpec("gibbs", "synth-chang2013?n=50", 5, seed=1, warmup=False, time_budget=1e-9))
     assert meta["status"] == "stopped: time budget" and meta["iterations"] < 5
 
 
@@ -169,7 +170,8 @@ def test_a_run_on_a_cluster_without_workers_fails_in_bounded_time(empty_cluster,
     start = time.perf_counter()
     with dask.config.set({"dpmmbench.worker-timeout": 1}), \
             pytest.raises((TimeoutError, ValueError), match=f"{empty_cluster.scheduler_address} has 0 worker"):
-        driver.run(algorithm, "synth-chang2013?n=50", 2, scheduler=empty_cluster.scheduler_address, warmup=False)
+        driver.run(driver.RunSpec(algorithm, "synth-chang2013?n=50", 2, scheduler=empty_cluster.scheduler_address,
+                                  warmup=False))
     assert time.perf_counter() - start < 10
 
 

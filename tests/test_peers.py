@@ -139,7 +139,8 @@ def test_sklearn_bgm_caps_its_truncation_at_the_number_of_points():
 
 
 def test_sklearn_bgm_through_the_driver_records_its_settings():
-    trace, meta = driver.run("sklearn-bgm", "synth-chang2013?n=400", 4, seed=2, options={"n_components": 12})
+    trace, meta = driver.run(driver.RunSpec("sklearn-bgm", "synth-chang2013?n=400", 4, seed=2,
+                                            options={"n_components": 12}))
     assert meta["external"] and not meta["exact"]
     assert meta["peer_settings"]["n_components"] == 12 and meta["peer_settings"]["weight_concentration_prior"] == 1.0
     assert list(trace["iteration"]) == [0, 1, 2, 3, 4]
@@ -210,7 +211,7 @@ def test_bnpy_memovb_is_deterministic_from_the_seed_and_records_its_settings():
 
 @needs_bnpy
 def test_bnpy_memovb_through_the_driver():
-    trace, meta = driver.run("bnpy-memovb", "synth-chang2013?n=400", 3, seed=0)
+    trace, meta = driver.run(driver.RunSpec("bnpy-memovb", "synth-chang2013?n=400", 3, seed=0))
     assert meta["external"] and meta["peer_settings"]["method"].startswith("memoized VB")
     assert list(trace["iteration"]) == [0, 1, 2, 3] and trace["log_joint"].map(np.isfinite).all()
     assert np.isfinite(meta["heldout_lpd"])
@@ -259,7 +260,7 @@ def test_bmcc_recovers_separated_blobs_deterministically():
 
 @needs_bmcc
 def test_bmcc_through_the_driver():
-    trace, meta = driver.run("bmcc", "synth-chang2013?n=400", 3, seed=0)
+    trace, meta = driver.run(driver.RunSpec("bmcc", "synth-chang2013?n=400", 3, seed=0))
     assert meta["external"] and meta["peer_settings"]["method"].startswith("collapsed Gibbs")
     assert list(trace["iteration"]) == [0, 1, 2, 3] and trace["log_joint"].map(np.isfinite).all()
 
@@ -355,7 +356,7 @@ def test_dpgmm_settings_and_what_it_refuses():
 def test_dpgmm_through_the_driver_and_in_the_list(capsys):
     from dpmmbench.workflows.cli import main
 
-    trace, meta = driver.run("dpgmm", "synth-chang2013?n=400", 3, seed=0, options={"batch_size": 4})
+    trace, meta = driver.run(driver.RunSpec("dpgmm", "synth-chang2013?n=400", 3, seed=0, options={"batch_size": 4}))
     assert meta["external"] and not meta["exact"]
     settings = meta["peer_settings"]
     assert settings["method"].startswith("collapsed Gibbs") and settings["batch_size"] == 4

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``dpmmbench`` (``run``, ``summarize``, ``report`` and ``list``).
 
     The run parameters' defaults come from :data:`algorithms.constraints.RUN_DEFAULTS`;
-    their values are checked where the run is specified (:func:`workflows.driver.run`), not here.
+    their values are checked where the run is specified (:class:`workflows.driver.RunSpec`), not here.
     """
     from dpmmbench.algorithms.constraints import RUN_DEFAULTS as default
     parser = _Parser(prog="dpmmbench", description="Benchmark suite for Dirichlet process mixture model inference.",
@@ -192,14 +192,14 @@ def _cmd_run(args) -> int:
         options[key] = value
     progress = sys.stderr.isatty() if args.progress is None else args.progress
 
+    spec = driver.RunSpec(args.algorithm, args.dataset, args.iterations, seed=args.seed, workers=args.workers,
+                          scheduler=args.scheduler, time_budget=args.time_budget, alpha=args.alpha,
+                          alpha_prior=args.alpha_prior, init_clusters=args.init_clusters, options=options,
+                          threads=args.threads, name=args.name, data_file=args.data_file,
+                          test_fraction=args.test_fraction, split_seed=args.split_seed,
+                          heldout_draws=args.heldout_draws, warmup=args.warmup)
     with _quiet_dask(not args.traceback):
-        trace, meta = driver.run(args.algorithm, args.dataset, args.iterations, seed=args.seed,
-                                 workers=args.workers, scheduler=args.scheduler, time_budget=args.time_budget,
-                                 alpha=args.alpha, init_clusters=args.init_clusters, options=options,
-                                 progress=progress, warmup=args.warmup, threads=args.threads, name=args.name,
-                                 data_file=args.data_file, out=out, alpha_prior=args.alpha_prior,
-                                 test_fraction=args.test_fraction, split_seed=args.split_seed,
-                                 heldout_draws=args.heldout_draws)
+        trace, meta = driver.run(spec, out=out, progress=progress)
     meta["command"] = ["dpmmbench", *args.argv]
     # Every option was checked: temporaries a killed run left next to --out can go.
     remove_stale_temporaries(out)

@@ -1,41 +1,51 @@
 """The run driver: one run = (dataset, algorithm, options, seed, workers) -> one tidy trace.
 
-The driver owns the loop, the clock, the scoring and the provenance; samplers own only
-``init`` and ``step`` (as NumPyro's ``MCMC`` driver is separate from its kernels). So every
-algorithm is timed and scored the same way, and a new sampler needs no driver code.
+A run is specified by one record, :class:`RunSpec`, checked once when it is built;
+:func:`run` runs it on Dask and returns its trace and provenance. The chain itself runs on the
+suite's one chain runner (:func:`algorithms.runner.run_sampler`: the loop, the clock, the stop
+rules); the driver adds the scoring of every state, off the clock, as the runner's callback
+(:func:`run_chain`). Samplers own only ``init`` and ``step`` (as NumPyro's ``MCMC`` driver is
+separate from its kernels), so every algorithm is timed and scored the same way, and a new
+sampler needs no driver code.
 
 Example
 -------
->>> import numpy as np, algorithms
->>> from algorithms.families import NormalKnownCovariance
+>>> import numpy as np
+>>> from dpmmbench import algorithms
+>>> from dpmmbench.algorithms.families import NormalKnownCovariance
+>>> from dpmmbench.workflows.driver import RunSpec, run_chain
 >>> X = np.array([[-2.0], [-1.8], [2.1], [2.3]])
 >>> fam = NormalKnownCovariance(0.5, [0.0], 3.0)
 >>> s = algorithms.make("gibbs", family=fam, seed=0)
 >>> df = run_chain(s, X, iterations=5)
 >>> list(df["iteration"])
 [0, 1, 2, 3, 4, 5]
+>>> RunSpec("gibbs", "synth-chang2013?n=200", 10, seed=3).workers
+1
 """
 from __future__ import annotations
 
 import math
-import numbers
+import os
 import secrets
 import sys
 import time
 import zipfile
 import zlib
 from collections import deque
-from copy import deepcopy
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from dpmmbench import algorithms
-from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
+from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, check_parameter
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
+from dpmmbench.algorithms.runner import ChainResult, run_sampler, warm_up
 from dpmmbench.reports.metrics import log_joint, n_clusters, nmi, vi
 from dpmmbench.reports.traces import COMM_COLUMNS, trace_frame
 
@@ -45,24 +55,63 @@ from .provenance import environment, process_facts
 # ---- what a run is asked to do ------------------------------------------------------------
 @dataclass(frozen=True)
 class RunSpec:
-    """The loop and cluster parameters of a run, checked once, when the spec is built.
+    """The parameters of one run, checked once, when the spec is built.
 
-    Their defaults and constraints are declared in
-    :data:`algorithms.constraints.RUN_PARAMETERS`; ``alpha`` and ``seed`` are checked by the
-    sampler that takes them, ``init_clusters`` by its ``init``.
+    The run parameters' defaults and constraints are declared in
+    :data:`algorithms.constraints.RUN_PARAMETERS` (``iterations``, ``seed``, ``workers``,
+    ``time_budget``, ``alpha``, ``alpha_prior``, ``init_clusters``, ``threads``,
+    ``test_fraction``, ``split_seed``, ``heldout_draws``); the values are stored as checked
+    (e.g. ``alpha_prior`` as a tuple). The algorithm name is looked up, ``options`` are
+    checked by the sampler and ``init_clusters``'s upper bound against the training points
+    when :func:`run` runs the spec, before any cluster starts.
 
     Parameters
     ----------
+    algorithm : str
+        Registry name (see :func:`algorithms.available`).
+    dataset : str
+        Dataset name for :func:`datasets.load`, e.g. ``"synth-chang2013?n=2000&seed=3"``.
+        The dataset's recommended family is the prior.
     iterations : int
         Number of sampler steps (>= 0).
-    time_budget : float, optional
-        Stop before the next step once the cumulative sampler time exceeds this many seconds.
+    seed : int
+        Seed of the chain (>= 0).
     workers : int
-        Number of Dask workers (>= 1).
+        Number of Dask workers (>= 1): the size of an embedded cluster, and the number of
+        shards of a sharded sampler.
+    scheduler : str, optional
+        Address of an existing Dask scheduler; defaults to ``$DASK_SCHEDULER_ADDRESS``. An
+        address that does not answer within :data:`workflows.cluster.SCHEDULER_TIMEOUT`
+        seconds is an error.
+    time_budget : float, optional
+        Stop once the cumulative sampler time exceeds this many seconds.
+    alpha : float
+        DP concentration (> 0); its starting value when ``alpha_prior`` is given.
+    alpha_prior : (float, float), optional
+        ``(shape, rate)`` of a Gamma prior on ``alpha``, which is then resampled every step
+        (None: ``alpha`` fixed).
+    init_clusters : int
+        Number of initial clusters (between 1 and the number of training points).
+    options : dict, optional
+        Algorithm options, e.g. ``{"truncation": 50}`` for ``fsd`` (stored as a copy).
     threads : int
-        Threads per embedded Dask worker (>= 1).
+        Threads per embedded worker (>= 1), for Dask and for numba/BLAS inside it.
+    name : str, optional
+        Name of the run in the trace's ``algorithm`` column (e.g. a workflow variant such
+        as ``"search-decreasing"``); default ``algorithm``.
+    data_file : str or os.PathLike, optional
+        ``dataset`` already preprocessed into an ``.npz`` (``python -m dpmmbench.datasets preprocess``,
+        the workflow's data rules): read from there instead of being generated or fetched.
+    test_fraction : float
+        Fraction of the points held out, in [0, 0.5]; 0 holds out nothing (``heldout_lpd``
+        is then None).
+    split_seed : int
+        Seed of the held-out split (>= 0).
     heldout_draws : int
-        Number of last states of the chain kept to score the held-out data (>= 1).
+        Number of last states of the chain whose predictive densities are averaged (>= 1);
+        fewer when the chain has fewer steps (the initial state when it has none).
+    warmup : bool
+        Warm the sampler up off the clock first (see :func:`algorithms.runner.warm_up`).
 
     Raises
     ------
@@ -70,15 +119,51 @@ class RunSpec:
         A value outside its constraint; the message names the parameter.
     """
 
+    algorithm: str
+    dataset: str
     iterations: int
-    time_budget: float | None = RUN_DEFAULTS["time_budget"]
+    _: KW_ONLY
+    seed: int = RUN_DEFAULTS["seed"]
     workers: int = RUN_DEFAULTS["workers"]
+    scheduler: str | None = None
+    time_budget: float | None = RUN_DEFAULTS["time_budget"]
+    alpha: float = RUN_DEFAULTS["alpha"]
+    alpha_prior: tuple[float, float] | None = RUN_DEFAULTS["alpha_prior"]
+    init_clusters: int = RUN_DEFAULTS["init_clusters"]
+    # a dict is not hashable: the spec's hash leaves the options out (equal specs still compare them)
+    options: dict[str, Any] = field(default_factory=dict, hash=False)
     threads: int = RUN_DEFAULTS["threads"]
+    name: str | None = None
+    data_file: str | None = None
+    test_fraction: float = RUN_DEFAULTS["test_fraction"]
+    split_seed: int = RUN_DEFAULTS["split_seed"]
     heldout_draws: int = RUN_DEFAULTS["heldout_draws"]
+    warmup: bool = True
 
     def __post_init__(self):
-        for field in fields(self):
-            object.__setattr__(self, field.name, check_parameter(field.name, getattr(self, field.name)))
+        checked = {f.name: check_parameter(f.name, getattr(self, f.name)) for f in fields(self)
+                   if f.name in RUN_PARAMETERS}
+        for key in ("algorithm", "dataset"):
+            checked[key] = _text(key, getattr(self, key))
+        checked["name"] = None if self.name is None else _text("name", self.name)
+        options = {} if self.options is None else self.options
+        if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
+            raise TypeError(f"options must be a dict of option names to values or None, got {self.options!r}")
+        checked["options"] = dict(options)
+        if self.data_file is not None and not isinstance(self.data_file, (str, os.PathLike)):
+            raise TypeError(f"data_file must be a path or None, got {self.data_file!r}")
+        checked["data_file"] = None if self.data_file is None else os.fspath(self.data_file)
+        if not isinstance(self.warmup, (bool, np.bool_)):
+            raise TypeError(f"warmup must be True or False, got {self.warmup!r}")
+        checked["warmup"] = bool(self.warmup)
+        for key, value in checked.items():
+            object.__setattr__(self, key, value)
+
+
+def _text(key, value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+    return value
 
 
 # ---- the chain ----------------------------------------------------------------------
@@ -87,10 +172,11 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
               workers=RUN_DEFAULTS["workers"], warmup=True, name=None) -> pd.DataFrame:
     """Run ``sampler`` for ``iterations`` steps on ``X`` and return its trace.
 
-    Only the sampler's ``init`` and ``step`` calls are timed; scoring happens between them,
-    off the clock, with the shared scorer of :mod:`reports.metrics`, under the sampler's
-    own ``family`` and the state's ``alpha`` (the learned value when the sampler has an
-    ``alpha_prior``; it is recorded in the ``alpha`` column).
+    The chain runs on :func:`algorithms.runner.run_sampler`, which times only the sampler's
+    ``init`` and ``step`` calls; every state is scored between them, off the clock, with the
+    shared scorer of :mod:`reports.metrics`, under the sampler's own ``family`` and the
+    state's ``alpha`` (the learned value when the sampler has an ``alpha_prior``; it is
+    recorded in the ``alpha`` column).
 
     Parameters
     ----------
@@ -115,8 +201,8 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
     workers : int
         Value of the ``workers`` column.
     warmup : bool
-        First run the sampler briefly on a few points, off the clock (see :func:`warm_up`),
-        so that ``time_s`` does not include numba compilation.
+        First run the sampler briefly on a few points, off the clock (see
+        :func:`algorithms.runner.warm_up`), so that ``time_s`` does not include numba compilation.
     name : str, optional
         Value of the ``algorithm`` column (e.g. a workflow variant such as
         ``"search-decreasing"``); default ``sampler.name``.
@@ -125,129 +211,81 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
     -------
     pandas.DataFrame
         One row per iteration, iteration 0 being the state right after ``init``. Columns
-        :data:`~dpmmbench.reports.traces.TRACE_COLUMNS` in that order, then every other numeric key of ``state.info``
-        in order of first appearance (NaN where a step did not report it). ``time_s`` is the
-        cumulative sampler time; ``bytes_sent``, ``bytes_received`` and ``messages`` are
-        taken from ``state.info`` and are 0 when the sampler does not report them (the
-        serial in-process backend sends nothing).
+        :data:`~dpmmbench.reports.traces.TRACE_COLUMNS` in that order, then the sampler's own
+        per-step columns (``sampler.step_info(state)``, declared by its ``info_columns``) in
+        order of first appearance. ``time_s`` is the cumulative sampler time; ``bytes_sent``,
+        ``bytes_received`` and ``messages`` are taken from ``state.info`` and are 0 when the
+        sampler does not report them (the serial in-process backend sends nothing).
 
     Raises
     ------
     TypeError, ValueError
-        A bad ``iterations``, ``time_budget`` or ``workers`` (see :class:`RunSpec`), or bad
-        data, truth or initial partition.
+        A bad ``iterations``, ``time_budget`` or ``workers`` (checked against
+        :data:`algorithms.constraints.RUN_PARAMETERS`), or bad data, truth or initial partition.
     """
-    spec = RunSpec(iterations, time_budget=time_budget, workers=workers)
-    return _run_chain(sampler, X, spec, truth=truth, init_clusters=init_clusters, progress=progress,
-                      labels=labels, dataset=dataset, warmup=warmup, name=name)
-
-
-def _run_chain(sampler, X, spec, truth=None, init_clusters=RUN_DEFAULTS["init_clusters"], progress=False,
-               labels=None, dataset="", warmup=True, name=None, rows=None, draws=None) -> pd.DataFrame:
-    """:func:`run_chain` with its loop parameters in an already checked :class:`RunSpec`;
-    the rows are appended to ``rows`` as they are recorded (what a failed run leaves), and
-    copies of each state's ``(labels, alpha)`` to ``draws`` (a ``deque`` whose ``maxlen`` keeps
-    the last few), the initial state only while no step has run."""
-    family = sampler.family
-    iterations, time_budget = spec.iterations, spec.time_budget
-    X = family.validate(X)
-    if truth is not None:
-        truth = np.asarray(truth)
-        if truth.shape != (family.n_points(X),):
-            raise ValueError(f"truth has shape {truth.shape} but X has {family.n_points(X)} points")
-
+    workers = check_parameter("workers", workers)
+    X = sampler.family.validate(X)
+    truth = _checked_truth(sampler.family, X, truth)
     if warmup:
         warm_up(sampler, X, init_clusters)
+    rows = []
+    _scored_chain(sampler, X, iterations, time_budget, rows, truth=truth, init_clusters=init_clusters,
+                  labels=labels, progress=progress, dataset=dataset, workers=workers, name=name)
+    return trace_frame(rows)
 
-    rows = [] if rows is None else rows
-    fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": spec.workers}
 
-    def record(iteration, state, elapsed):
-        z = state.labels
-        # scored at the step's own alpha (the learned value when alpha has a prior)
-        row = dict(fixed, iteration=iteration, time_s=elapsed,
-                   log_joint=log_joint(X, z, family, state.alpha), n_clusters=n_clusters(z),
-                   vi=vi(z, truth) if truth is not None else math.nan,
-                   nmi=nmi(z, truth) if truth is not None else math.nan)
-        info = state.info or {}
-        row.update({key: int(info.get(key, 0)) for key in COMM_COLUMNS})
-        row["alpha"] = float(state.alpha)
-        for key, value in info.items():
-            if key not in row and _is_number(value):
-                row[key] = int(value) if isinstance(value, (bool, np.bool_)) else value
-        rows.append(row)
-        if draws is not None:
-            if iteration == 1:
-                draws.clear()  # the initial state is no draw of the chain once a step ran
-            # a copy: a sampler may update its state's arrays in place
-            draws.append((np.array(z, dtype=np.int64, copy=True), row["alpha"]))
-        return row
+def _checked_truth(family, X, truth):
+    if truth is None:
+        return None
+    truth = np.asarray(truth)
+    if truth.shape != (family.n_points(X),):
+        raise ValueError(f"truth has shape {truth.shape} but X has {family.n_points(X)} points")
+    return truth
 
+
+def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, truth=None,
+                  init_clusters=RUN_DEFAULTS["init_clusters"], labels=None, progress=False, dataset="",
+                  workers=RUN_DEFAULTS["workers"], name=None) -> ChainResult:
+    """The chain of :func:`run_chain` on validated ``X`` (and checked ``truth``), its scoring
+    the runner's callback: every state's row is appended to ``rows`` as it is recorded (what a
+    failed run leaves), and a copy of its ``(labels, alpha)`` to ``draws`` (a ``deque`` whose
+    ``maxlen`` keeps the last few), the initial state only while no step has run."""
+    family = sampler.family
+    fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
     from tqdm.auto import tqdm
 
     with tqdm(total=iterations, desc=name or sampler.name, unit="it", file=sys.stderr,
               disable=not progress, dynamic_ncols=True) as bar:
-        start = time.perf_counter()
-        state = sampler.init(X, init_clusters=init_clusters, labels=labels)
-        elapsed = time.perf_counter() - start
-        record(0, state, elapsed)
-        for iteration in range(1, iterations + 1):
-            if time_budget is not None and elapsed > time_budget:
-                break
-            start = time.perf_counter()
-            state = sampler.step(state)
-            elapsed += time.perf_counter() - start
-            row = record(iteration, state, elapsed)
-            bar.update(1)
-            bar.set_postfix(K=row["n_clusters"], log_joint=f"{row['log_joint']:.6g}", refresh=False)
 
-    return trace_frame(rows)
+        def record(iteration, state, elapsed):
+            z = state.labels
+            # scored at the step's own alpha (the learned value when alpha has a prior)
+            row = dict(fixed, iteration=iteration, time_s=elapsed,
+                       log_joint=log_joint(X, z, family, state.alpha), n_clusters=n_clusters(z),
+                       vi=vi(z, truth) if truth is not None else math.nan,
+                       nmi=nmi(z, truth) if truth is not None else math.nan)
+            info = state.info or {}
+            row.update({key: int(info.get(key, 0)) for key in COMM_COLUMNS})
+            row["alpha"] = float(state.alpha)
+            # the sampler's declared per-step columns, NaN where this step did not report one
+            row.update((key, value) for key, value in sampler.step_info(state).items() if key not in row)
+            rows.append(row)
+            if draws is not None:
+                if iteration == 1:
+                    draws.clear()  # the initial state is no draw of the chain once a step ran
+                # a copy: a sampler may update its state's arrays in place
+                draws.append((np.array(z, dtype=np.int64, copy=True), row["alpha"]))
+            if iteration:
+                bar.update(1)
+                bar.set_postfix(K=row["n_clusters"], log_joint=f"{row['log_joint']:.6g}", refresh=False)
 
-
-def warm_up(sampler, X, init_clusters=RUN_DEFAULTS["init_clusters"], n_points=200, steps=2):
-    """Run a copy of ``sampler`` for a few steps on the first ``n_points`` points.
-
-    The first call of a numba kernel compiles it (or loads it from the cache), which can
-    cost more than hundreds of real iterations; without a warm-up that cost would land in
-    the first step's ``time_s`` and distort every time-based comparison. Best effort: if the
-    warm-up fails, the timed run meets (and reports) the same problem itself.
-
-    Parameters
-    ----------
-    sampler : algorithms.Sampler
-        Left untouched (a deep copy runs).
-    X : array_like or scipy.sparse.csr_matrix
-        Validated data; only its first rows are used.
-    init_clusters : int
-        Initial clusters (capped at the number of points used).
-    n_points, steps : int
-        Size of the warm-up.
-
-    Returns
-    -------
-    float or None
-        Seconds spent, or None if the warm-up failed.
-    """
-    start = time.perf_counter()
-    try:
-        copy = deepcopy(sampler)
-        head = X[:min(n_points, copy.family.n_points(X))]
-        state = copy.init(head, init_clusters=min(init_clusters, copy.family.n_points(head)))
-        for _ in range(steps):
-            state = copy.step(state)
-    except Exception:  # noqa: BLE001 - best effort, see the docstring
-        return None
-    return time.perf_counter() - start
+        return run_sampler(sampler, X, iterations=iterations, time_budget=time_budget, callback=record,
+                           init_clusters=init_clusters, labels=labels)
 
 
 # ---- one run, by names ------------------------------------------------------------------
-def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_DEFAULTS["workers"], scheduler=None,
-        time_budget=RUN_DEFAULTS["time_budget"], alpha=RUN_DEFAULTS["alpha"],
-        init_clusters=RUN_DEFAULTS["init_clusters"], options=None, progress=False, warmup=True,
-        threads=RUN_DEFAULTS["threads"], name=None, data_file=None, out=None,
-        alpha_prior=RUN_DEFAULTS["alpha_prior"], test_fraction=RUN_DEFAULTS["test_fraction"],
-        split_seed=RUN_DEFAULTS["split_seed"], heldout_draws=RUN_DEFAULTS["heldout_draws"]):
-    """Run ``algorithm`` on the registered ``dataset`` on Dask; return its trace and provenance.
+def run(spec, *, out=None, progress=False):
+    """Run ``spec`` on Dask; return its trace and provenance.
 
     The chain runs on the training part of a seeded held-out split of the dataset
     (:func:`datasets.holdout`: the same split for every run with one ``test_fraction`` and
@@ -256,75 +294,29 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     run's ``heldout_lpd`` (see :func:`heldout_lpd`).
 
     Every run goes through :func:`workflows.cluster.dask_client`: an existing cluster
-    (``scheduler`` or ``$DASK_SCHEDULER_ADDRESS``) or an embedded ``LocalCluster`` of
-    ``workers`` processes with ``threads`` threads each, shut down at the end. A serial
+    (``spec.scheduler`` or ``$DASK_SCHEDULER_ADDRESS``) or an embedded ``LocalCluster`` of
+    ``spec.workers`` processes with ``spec.threads`` threads each, shut down at the end. A serial
     sampler runs as one task in a worker process (the data are scattered to it); a sampler
     that supports a backend (``supports_backend``) runs its master loop here and its shards
     on the workers. Cluster start-up and data transfer are never part of ``time_s``.
 
-    Everything is checked before a cluster starts, in this order: the run parameters
-    (``iterations``, ``time_budget``, ``workers``, ``threads`` and ``heldout_draws`` in
-    :class:`RunSpec`; ``seed``, ``alpha``, ``alpha_prior``, ``test_fraction``, ``split_seed``
-    and ``init_clusters``'s lower bound against their declarations),
-    the algorithm and scheduler address, before any data are loaded; then the data (loaded
-    and checked by their family: any failure is a :class:`DataError`), the options (by the
-    sampler, built once) and ``init_clusters`` against the number of training points. Defaults and
-    constraints: :data:`algorithms.constraints.RUN_PARAMETERS`.
+    Everything is checked before a cluster starts, in this order: the run parameters (when
+    the :class:`RunSpec` was built), the algorithm and scheduler address, before any data are
+    loaded; then the data (loaded and checked by their family: any failure is a
+    :class:`DataError`), the options (by the sampler, built once) and ``init_clusters``
+    against the number of training points.
 
     Parameters
     ----------
-    algorithm : str
-        Registry name (see :func:`algorithms.available`).
-    dataset : str
-        Dataset name for :func:`datasets.load`, e.g. ``"synth-chang2013?n=2000&seed=3"``.
-        The dataset's recommended family is the prior.
-    iterations : int
-        Number of sampler steps (>= 0).
-    seed : int
-        Seed of the chain (>= 0).
-    workers : int
-        Number of Dask workers (>= 1): the size of an embedded cluster, and the number of
-        shards of a sharded sampler.
-    scheduler : str, optional
-        Address of an existing Dask scheduler; defaults to ``$DASK_SCHEDULER_ADDRESS``. An
-        address that does not answer within :data:`workflows.cluster.SCHEDULER_TIMEOUT`
-        seconds is an error.
-    time_budget : float, optional
-        Stop once the cumulative sampler time exceeds this many seconds.
-    alpha : float
-        DP concentration (> 0); its starting value when ``alpha_prior`` is given.
-    init_clusters : int
-        Number of initial clusters (between 1 and the number of training points).
-    options : dict, optional
-        Algorithm options, e.g. ``{"truncation": 50}`` for ``fsd``.
-    progress : bool
-        Show a progress bar on stderr.
-    warmup : bool
-        Warm the sampler up off the clock first (see :func:`warm_up`).
-    threads : int
-        Threads per embedded worker (>= 1), for Dask and for numba/BLAS inside it.
-    name : str, optional
-        Name of the run in the trace's ``algorithm`` column (e.g. a workflow variant such
-        as ``"search-decreasing"``); default ``algorithm``.
-    data_file : str or os.PathLike, optional
-        ``dataset`` already preprocessed into an ``.npz`` (``python -m dpmmbench.datasets preprocess``,
-        the workflow's data rules): read from there instead of being generated or fetched.
+    spec : RunSpec
+        What to run.
     out : str or os.PathLike, optional
         Where the caller will write the trace. If the run fails once its chain has started
         (a step raises, a shard's worker keeps failing), the rows recorded so far are written
         there (:func:`~dpmmbench.reports.traces.write_trace`, atomically) with ``status``
         ``"failed"`` and the ``error`` in the metadata, and the error is raised.
-    alpha_prior : (float, float), optional
-        ``(shape, rate)`` of a Gamma prior on ``alpha``, which is then resampled every step
-        (None: ``alpha`` fixed).
-    test_fraction : float
-        Fraction of the points held out, in [0, 0.5]; 0 holds out nothing (``heldout_lpd``
-        is then None).
-    split_seed : int
-        Seed of the held-out split (>= 0).
-    heldout_draws : int
-        Number of last states of the chain whose predictive densities are averaged (>= 1);
-        fewer when the chain has fewer steps (the initial state when it has none).
+    progress : bool
+        Show a progress bar on stderr.
 
     Returns
     -------
@@ -353,19 +345,11 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     """
     from . import cluster
 
-    started = datetime.now(timezone.utc)
-    clock = time.perf_counter()
-    spec = RunSpec(iterations, time_budget=time_budget, workers=workers, threads=threads,
-                   heldout_draws=heldout_draws)
-    options = dict(options or {})
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    cls = algorithms.get(algorithm)  # an unknown name fails before any data are loaded
-    for param, value in (("seed", seed), ("alpha", alpha), ("alpha_prior", alpha_prior),
-                         ("test_fraction", test_fraction), ("split_seed", split_seed),
-                         ("init_clusters", init_clusters)):
-        check_parameter(param, value)  # as the sampler and the split will, but before the data are loaded
-    address = cluster.scheduler_address(scheduler)
+    if not isinstance(spec, RunSpec):
+        raise TypeError(f"run takes a RunSpec, got {type(spec).__name__}")
+    measured = _Measured(started=datetime.now(timezone.utc), clock=time.perf_counter())
+    cls = algorithms.get(spec.algorithm)  # an unknown name fails before any data are loaded
+    address = cluster.scheduler_address(spec.scheduler)
     if address is not None:
         cluster.check_address(address)
     else:
@@ -375,27 +359,26 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
     # cluster is started.
     from dpmmbench.datasets import holdout
 
-    data = _load_data(dataset, data_file)
-    train, test = holdout(data, test_fraction, split_seed)
+    data = measured.data = _load_data(spec.dataset, spec.data_file)
+    train, test = holdout(data, spec.test_fraction, spec.split_seed)
     # the one build, the one check
-    sampler = cls(data.family, alpha=alpha, seed=seed, alpha_prior=alpha_prior, **options)
+    sampler = measured.sampler = cls(data.family, alpha=spec.alpha, seed=spec.seed, alpha_prior=spec.alpha_prior,
+                                     **spec.options)
     n_points = data.family.n_points(train.X)
-    if init_clusters > n_points:
+    if spec.init_clusters > n_points:
         raise ValueError(f"init_clusters must be between 1 and N = {n_points} (the training points), "
-                         f"got {init_clusters}")
+                         f"got {spec.init_clusters}")
     # the dataset column names the dataset, not its training part: every run on it shares the split
-    chain_args = {"truth": train.labels, "init_clusters": init_clusters, "progress": progress,
-                  "dataset": data.name, "name": name}
-    split = {"alpha_prior": None if alpha_prior is None else list(sampler.alpha_prior),
-             "test_fraction": float(test_fraction), "split_seed": int(split_seed), "n_points": int(n_points),
-             "heldout_points": 0 if test is None else int(test.family.n_points(test.X)),
-             "heldout_draws": 0, "heldout_lpd": None}
+    chain_args = {"truth": train.labels, "progress": progress, "dataset": data.name}
+    measured.split = {"alpha_prior": None if spec.alpha_prior is None else list(sampler.alpha_prior),
+                      "test_fraction": spec.test_fraction, "split_seed": spec.split_seed, "n_points": int(n_points),
+                      "heldout_points": 0 if test is None else int(test.family.n_points(test.X)),
+                      "heldout_draws": 0, "heldout_lpd": None}
 
     entered = time.perf_counter()
-    partial = {}  #: what a failed run leaves behind, filled as the run gets there
     try:
         with cluster.dask_client(workers=spec.workers, threads=spec.threads, scheduler=address) as client:
-            dask_meta = dict(cluster.describe(client), startup_s=time.perf_counter() - entered)
+            measured.dask = dict(cluster.describe(client), startup_s=time.perf_counter() - entered)
             if sampler.supports_backend:
                 # A sharded sampler: its master loop here, its shards resident on the workers
                 # (docs/design.md "Execution model").
@@ -403,8 +386,8 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
 
                 backend = make_backend(spec.workers, client)
                 sampler.attach_backend(backend)
-                backend_name = backend.describe()
-                trace, worker_meta, error, draws = _chain_task(sampler, train.X, spec, warmup, chain_args)
+                measured.backend = backend.describe()
+                chain = _chain_task(sampler, train.X, spec, chain_args)
             else:
                 # A serial sampler: the whole chain is one task in a worker process. The data travel
                 # once, as their own piece of data rather than inside the task (a large task graph
@@ -413,71 +396,98 @@ def run(algorithm, dataset, iterations, seed=RUN_DEFAULTS["seed"], workers=RUN_D
 
                 wait_for_workers(client, 1, why="no worker to run the chain on")  # scatter would wait for ever
                 X = client.scatter(train.X, hash=False)
-                future = client.submit(_chain_task, sampler, X, spec, warmup, chain_args, pure=False,
-                                       key=f"chain-{algorithm}-{sampler.seed}-{secrets.token_hex(4)}")
-                trace, worker_meta, error, draws = future.result()
-                backend_name = "serial: one task in a Dask worker process"
-            if error is not None:
-                partial.update(trace=trace, worker_meta=worker_meta, backend_name=backend_name, dask_meta=dask_meta)
-                raise error
+                future = client.submit(_chain_task, sampler, X, spec, chain_args, pure=False,
+                                       key=f"chain-{spec.algorithm}-{sampler.seed}-{secrets.token_hex(4)}")
+                chain = future.result()
+                measured.backend = "serial: one task in a Dask worker process"
+            if chain.error is not None:
+                measured.chain = chain
+                raise chain.error
             finished = time.perf_counter()
     except Exception as exc:
-        if out is not None and partial.get("trace") is not None:
+        if out is not None and measured.chain is not None:
             from dpmmbench.reports.traces import write_trace
 
-            meta = _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup,
-                               partial["trace"], partial["worker_meta"], partial["backend_name"],
-                               partial["dask_meta"], clock, started, split, status="failed")
+            meta = _provenance(spec, measured, status="failed")
             meta["error"] = f"{type(exc).__name__}: {exc}"
-            write_trace(partial["trace"], out, meta)
+            write_trace(measured.chain.trace, out, meta)
         raise
-    dask_meta["shutdown_s"] = time.perf_counter() - finished
+    measured.chain = chain
+    measured.dask["shutdown_s"] = time.perf_counter() - finished
     if test is not None:
         # here, off the clock and the cluster: the draws came back with the trace
-        split.update(heldout_draws=len(draws), heldout_lpd=heldout_lpd(data.family, train.X, draws, test.X))
-    status = "completed" if len(trace) - 1 == spec.iterations else "stopped: time budget"
-    meta = _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup, trace,
-                       worker_meta, backend_name, dask_meta, clock, started, split, status=status)
-    return trace, meta
+        measured.split.update(heldout_draws=len(chain.draws),
+                              heldout_lpd=heldout_lpd(data.family, train.X, chain.draws, test.X))
+    status = "completed" if chain.stopped == "completed" else f"stopped: {chain.stopped}"
+    return chain.trace, _provenance(spec, measured, status=status)
 
 
-def _provenance(algorithm, name, sampler, options, data, data_file, init_clusters, spec, warmup, trace, worker_meta,
-                backend_name, dask_meta, clock, started, split, status) -> dict:
-    """The metadata of a run (see :func:`run`), finished or not (``status``); ``split``: the
-    held-out split's keys, ``n_points`` (the training points) and the learned-alpha prior."""
+@dataclass
+class _Chain:
+    """What :func:`_chain_task` brings back from where the chain ran: the trace (so far, when the
+    chain failed), facts about the process (with the warm-up seconds), the exception that ended
+    the chain (None when it finished), the last states' ``(labels, alpha)`` and why it stopped
+    (:data:`algorithms.runner.STOP_REASONS`; None when it failed)."""
+
+    trace: pd.DataFrame
+    process: dict
+    error: BaseException | None
+    draws: list
+    stopped: str | None
+
+
+@dataclass
+class _Measured:
+    """What a run has built and measured, filled in as it gets there (the metadata of a run
+    that failed is made from what it holds)."""
+
+    started: datetime
+    clock: float
+    data: Any = None
+    sampler: Any = None
+    split: dict = field(default_factory=dict)
+    dask: dict = field(default_factory=dict)
+    backend: str | None = None
+    chain: _Chain | None = None
+
+
+def _provenance(spec, measured, status) -> dict:
+    """The metadata of a run (see :func:`run`) from its spec and what it measured, finished
+    or not (``status``)."""
+    sampler, data, chain = measured.sampler, measured.data, measured.chain
     return {
-        "algorithm": algorithm,
-        "name": name or algorithm,
+        "algorithm": spec.algorithm,
+        "name": spec.name or spec.algorithm,
         "exact": bool(sampler.exact),
         # a peer's own prior, truncation, initialisation and tolerances (docs/design.md "Peers")
         "external": bool(sampler.external),
         "peer_settings": sampler.settings() if sampler.external else None,
-        "options": dict(getattr(sampler, "params", options)),
-        "options_given": options,
+        "options": dict(getattr(sampler, "params", spec.options)),
+        "options_given": dict(spec.options),
         "dataset": data.name,
         "dataset_meta": data.meta,
-        "data_file": None if data_file is None else str(data_file),
+        "data_file": spec.data_file,
         "family": repr(data.family),
         "seed": sampler.seed,
         "alpha": sampler.alpha,
-        **split,
-        "init_clusters": init_clusters,
+        **measured.split,
+        "init_clusters": spec.init_clusters,
         "iterations_requested": spec.iterations,
-        "iterations": int(len(trace) - 1),
+        "iterations": int(len(chain.trace) - 1),
         "status": status,
         "time_budget": spec.time_budget,
-        "time_s": float(trace["time_s"].iloc[-1]),
-        "warmup": bool(warmup),
-        "warmup_s": worker_meta.get("warmup_s"),
+        "time_s": float(chain.trace["time_s"].iloc[-1]),
+        "warmup": spec.warmup,
+        "warmup_s": chain.process.get("warmup_s"),
         "workers": spec.workers,
         "threads": spec.threads,
-        "backend": backend_name,
-        "scheduler": dask_meta["scheduler"],
-        "dask": dask_meta,
-        "worker": {key: value for key, value in worker_meta.items() if key != "warmup_s"},
-        "wall_s": time.perf_counter() - clock,
+        "backend": measured.backend,
+        "scheduler": measured.dask["scheduler"],
+        "dask": measured.dask,
+        "worker": {key: value for key, value in chain.process.items() if key != "warmup_s"},
+        "wall_s": time.perf_counter() - measured.clock,
         "command": list(sys.argv),
-        "started_utc": started.isoformat(timespec="seconds"),
+        "started_utc": measured.started.isoformat(timespec="seconds"),
         **environment(),
     }
 
@@ -518,22 +528,27 @@ def _load_data(dataset, data_file=None):
     return data
 
 
-def _chain_task(sampler, X, spec, warmup, chain_args):
-    """Warm up and run one chain where this is called (a Dask worker for serial samplers);
-    return ``(trace, facts about the process, None, draws)``, or, when the chain fails once
-    it has started, ``(the trace so far, facts, the exception, draws)``: the rows of a failed
-    run come back from a worker too. ``draws`` are the last ``spec.heldout_draws`` states'
-    ``(labels, alpha)``. ``chain_args`` are :func:`_run_chain`'s keywords (a dict, not
-    ``**kwargs``: ``Client.submit`` owns keywords such as ``workers``)."""
-    warmup_s = warm_up(sampler, sampler.family.validate(X), chain_args["init_clusters"]) if warmup else None
+def _chain_task(sampler, X, spec, chain_args) -> _Chain:
+    """Warm up and run one chain of ``spec`` where this is called (a Dask worker for serial
+    samplers); the rows of a chain that fails once it has started come back too (in
+    :class:`_Chain`, with the exception). ``chain_args`` are :func:`_scored_chain`'s ``truth``,
+    ``progress`` and ``dataset`` (a dict, not ``**kwargs``: ``Client.submit`` owns keywords
+    such as ``workers``)."""
+    X = sampler.family.validate(X)
+    truth = _checked_truth(sampler.family, X, chain_args["truth"])
+    warmup_s = warm_up(sampler, X, spec.init_clusters) if spec.warmup else None
     rows, draws = [], deque(maxlen=spec.heldout_draws)
     try:
-        trace, error = _run_chain(sampler, X, spec, warmup=False, rows=rows, draws=draws, **chain_args), None
+        result = _scored_chain(sampler, X, spec.iterations, spec.time_budget, rows, draws, truth=truth,
+                               init_clusters=spec.init_clusters, progress=chain_args["progress"],
+                               dataset=chain_args["dataset"], workers=spec.workers, name=spec.name)
+        error, stopped = None, result.stopped
     except Exception as exc:  # noqa: BLE001 - re-raised by the caller after keeping the rows
         if not rows:
             raise
-        trace, error = trace_frame(rows), exc
-    return trace, dict(process_facts(), warmup_s=warmup_s), error, list(draws)
+        error, stopped = exc, None
+    return _Chain(trace=trace_frame(rows), process=dict(process_facts(), warmup_s=warmup_s), error=error,
+                  draws=list(draws), stopped=stopped)
 
 
 def heldout_lpd(family, X, draws, X_test) -> float:
@@ -557,8 +572,3 @@ def heldout_lpd(family, X, draws, X_test) -> float:
         :func:`algorithms.predictive.mean_log_predictive_density`.
     """
     return float(np.mean(mean_log_predictive_density(family, X, draws, X_test)))
-
-
-# ---- helpers ------------------------------------------------------------------------------------
-def _is_number(value) -> bool:
-    return isinstance(value, (numbers.Real, np.bool_)) and np.ndim(value) == 0

@@ -12,9 +12,10 @@ clusters, its NMI to the training labels (where the data have labels) and the me
 log predictive density per point, averaged over its last ``heldout_draws`` states
 (:func:`dpmmbench.algorithms.predictive.mean_log_predictive_density`).
 
-The chains call ``make``/``init``/``step`` directly rather than the run driver: the driver's
-trace keeps per-iteration summaries, not the partitions the predictive density needs, and a
-Dask cluster per chain would cost more than the dozens of small chains themselves.
+The chains run on the suite's chain runner (``algorithms.runner.run_sampler``) rather than the
+run driver: the driver's trace keeps per-iteration summaries, not the partitions the predictive
+density needs, and a Dask cluster per chain would cost more than the dozens of small chains
+themselves.
 
 Usage::
 
@@ -29,7 +30,6 @@ import argparse
 import json
 import math
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,7 @@ import pandas as pd
 from dpmmbench import algorithms, datasets
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter, resolve_options
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
+from dpmmbench.algorithms.runner import run_sampler
 from dpmmbench.reports.metrics import n_clusters, nmi
 from dpmmbench.reports.traces import atomic_write
 
@@ -161,9 +162,9 @@ def score_chain(family, train, X_test, algorithm, alpha, alpha_prior, seed, iter
     alpha_prior : (float, float) or None
         Gamma (shape, rate) prior under which alpha is learned; None: alpha fixed.
     seed, iterations : int
-        The chain's seed and number of steps (from one cluster).
+        The chain's seed and number of steps (from one cluster; >= 1).
     draws : int
-        Last states averaged in the held-out density (at most ``iterations``).
+        Last states averaged in the held-out density (between 1 and ``iterations``).
     options : dict, optional
         The sampler's options.
 
@@ -174,25 +175,25 @@ def score_chain(family, train, X_test, algorithm, alpha, alpha_prior, seed, iter
         without labels), ``heldout_lpd`` (mean over the rows of ``X_test`` of the log
         posterior predictive averaged over the last ``draws`` states), ``alpha_mean`` (mean
         of the state's alpha over the second half of the chain: the posterior mean estimate
-        when alpha is learned, ``alpha`` otherwise) and ``time_s`` (wall seconds of the chain).
+        when alpha is learned, ``alpha`` otherwise) and ``time_s`` (sampler seconds of the chain:
+        its ``init`` and steps).
     """
-    start = time.perf_counter()
     sampler = algorithms.make(algorithm, family=family, alpha=alpha, alpha_prior=alpha_prior, seed=seed,
                               **(options or {}))
-    state = sampler.init(train.X, init_clusters=1)
     kept, alphas = [], []
-    for it in range(1, iterations + 1):
-        state = sampler.step(state)
-        if it > iterations - draws:
+
+    def keep(iteration, state, seconds):  # the states after the steps, never the initial one
+        if iteration > max(iterations - draws, 0):
             kept.append((np.array(state.labels, copy=True), float(state.alpha)))
-        if it > iterations // 2:
+        if iteration > iterations // 2:
             alphas.append(float(state.alpha))
-    elapsed = time.perf_counter() - start
+
+    chain = run_sampler(sampler, train.X, iterations=iterations, callback=keep, init_clusters=1)
     labels = kept[-1][0]
     return {"n_clusters": n_clusters(labels),
             "nmi": nmi(labels, train.labels) if train.labels is not None else math.nan,
             "heldout_lpd": float(mean_log_predictive_density(family, train.X, kept, X_test).mean()),
-            "alpha_mean": float(np.mean(alphas)), "time_s": elapsed}
+            "alpha_mean": float(np.mean(alphas)), "time_s": chain.sampler_s}
 
 
 def sensitivity(spec: dict, log=None) -> pd.DataFrame:

@@ -16,8 +16,9 @@ Three experiments, after the talk's slides (the shared ``papers`` folder):
    and Gibbs at the CPU time of the default search.
 
 Every partition is scored by the suite's one scorer (``reports.metrics.log_joint``: EPPF prior
-+ cluster log marginals). Times are CPU seconds (``time.process_time``) after compiling every
-kernel on a small problem, so they do not depend on what else runs on the machine.
++ cluster log marginals). Times are CPU seconds (``time.process_time``, the clock given to the
+suite's chain runner, ``algorithms.runner.run_sampler``) after compiling every kernel on a small
+problem, so they do not depend on what else runs on the machine.
 
 Usage::
 
@@ -40,6 +41,7 @@ import pandas as pd
 
 from dpmmbench import algorithms
 from dpmmbench import datasets
+from dpmmbench.algorithms import runner
 from dpmmbench.algorithms.search import map_search
 from dpmmbench.reports.metrics import log_joint, vi
 from dpmmbench.reports.traces import atomic_write
@@ -77,16 +79,12 @@ def timed_search(X, family, **options):
 
 def gibbs_for(X, family, seconds, labels=None, seed=0, algorithm="gibbs"):
     """A Gibbs-type sampler (``gibbs`` or ``gibbs-splitmerge``) from one cluster (or
-    ``labels``) for at least ``seconds`` of CPU time (at least one step); returns (labels,
-    steps, CPU seconds)."""
+    ``labels``) until its steps have used more than ``seconds`` (> 0) of CPU time (at least one
+    step; ``init`` is not counted); returns (labels, steps, CPU seconds of the steps)."""
     sampler = algorithms.make(algorithm, family=family, alpha=ALPHA, seed=seed)
-    state = sampler.init(X, labels=labels)
-    start = time.process_time()
-    sweeps = 0
-    while sweeps == 0 or time.process_time() - start < seconds:
-        state = sampler.step(state)
-        sweeps += 1
-    return state.labels, sweeps, time.process_time() - start
+    chain = runner.run_sampler(sampler, start=sampler.init(X, labels=labels), time_budget=seconds,
+                               clock=time.process_time)
+    return chain.state.labels, chain.iterations, chain.sampler_s
 
 
 def warm_up(X, family):
@@ -94,7 +92,7 @@ def warm_up(X, family):
     head = X[:min(30, family.n_points(X))]
     for heuristic in HEURISTICS:
         map_search(head, family, ALPHA, heuristic=heuristic, beam=5)
-    gibbs_for(head, family, 0.0)
+    runner.warm_up(algorithms.make("gibbs", family=family, alpha=ALPHA), head)
 
 
 def artificial(cfg) -> pd.DataFrame:
@@ -137,7 +135,7 @@ def _images(name, sizes, done, out):
         ds = _subset(name, n)
         X, truth = ds.X[:n], ds.labels[:n]
         warm_up(X, ds.family)
-        gibbs_for(X[:30], ds.family, 0.0, algorithm="gibbs-splitmerge")
+        runner.warm_up(algorithms.make("gibbs-splitmerge", family=ds.family, alpha=ALPHA), X[:30])
         res, seconds = timed_search(X, ds.family, heuristic="inadmissible", beam=100)
         gibbs_labels, sweeps, gibbs_s = gibbs_for(X, ds.family, seconds)
         sm_labels, sm_steps, sm_s = gibbs_for(X, ds.family, seconds, algorithm="gibbs-splitmerge")
