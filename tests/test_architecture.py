@@ -1,4 +1,5 @@
-"""The shape of the package: one namespace, layers that point one way, no import cycles.
+"""The shape of the package: one namespace, layers that point one way, no import cycles, no
+module importing the ``__init__`` of a package it sits in.
 
 Layers (each may import only itself and those before it)::
 
@@ -23,12 +24,12 @@ PACKAGE = "dpmmbench"
 LAYERS = ("algorithms", "datasets", "reports", "workflows")
 
 
-def _modules() -> dict[str, Path]:
-    """Module name -> source file for every module of the package."""
-    mods = {PACKAGE: ROOT / "__init__.py"}
-    for layer in LAYERS:
-        for path in sorted((ROOT / layer).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
+def _modules(root: Path = ROOT, layers=LAYERS) -> dict[str, Path]:
+    """Module name -> source file for every module of the package (mapped onto ``root``)."""
+    mods = {PACKAGE: root / "__init__.py"}
+    for layer in layers:
+        for path in sorted((root / layer).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             mods[".".join((PACKAGE, *parts))] = path
@@ -102,6 +103,94 @@ def test_no_import_cycles():
         if node not in state:
             visit(node, [])
     assert not cycles, "\n".join(cycles)
+
+
+def _own_package_imports(modules: dict[str, Path]) -> list[str]:
+    """Every import, at module level or inside a function, by which a module takes something
+    from the ``__init__`` of a package it sits in (its own package or any package above it).
+
+    The rule, for a module M (a package's ``__init__`` counts as the package itself) and a
+    package P that contains M (P is a proper prefix of M's dotted name):
+
+    * ``import P`` (with or without ``as``) breaks it: it binds P's ``__init__`` namespace;
+      ``import P.sub`` does not (it names the module ``P.sub``);
+    * ``from P import x`` breaks it unless ``P.x`` is a module of the package (a submodule
+      or subpackage) that does not contain M: then ``x`` is that module, not a name defined
+      by P's ``__init__`` (``from dpmmbench import algorithms`` inside ``algorithms/`` names
+      the ``__init__`` of M's own package, and breaks it); relative imports are resolved first, so ``from . import x`` in ``P/m.py`` and
+      ``from .. import x`` in ``P/sub/m.py`` are ``from P import x``;
+    * importing from a package that does not contain M (a sibling subpackage, a lower layer)
+      is not covered by this rule (the layer rule governs it);
+    * a package's ``__main__`` is exempt: it is the package's command-line entry point, run
+      (``python -m P``) after Python has imported P's ``__init__`` and imported by nothing, so
+      it is a client of the package, and no cycle can pass through it.
+
+    Returns ``"module:line: statement"`` for each breach.
+    """
+    found = []
+    for name, path in modules.items():
+        if path.name == "__main__.py":
+            continue
+        is_package = path.name == "__init__.py"
+        here = name if is_package else name.rpartition(".")[0]
+        parts = name.split(".")
+        enclosing = {".".join(parts[:i]) for i in range(1, len(parts))}  # packages M sits in
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            where = f"{name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Import):
+                found += [f"{where}: import {alias.name}" for alias in node.names if alias.name in enclosing]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                if base in enclosing:
+                    found += [f"{where}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                              for alias in node.names
+                          if f"{base}.{alias.name}" not in modules or f"{base}.{alias.name}" in enclosing]
+    return sorted(found)
+
+
+def test_no_module_imports_the_init_of_its_own_package():
+    """A submodule never imports the ``__init__`` of a package it sits in: the ``__init__`` is
+    an aggregator that imports its submodules (or may, lazily), so the reverse edge makes a
+    cycle that only import order keeps from failing."""
+    bad = _own_package_imports(_modules())
+    assert not bad, "\n".join(bad)
+
+
+def test_own_package_rule_catches_each_form(tmp_path):
+    """Negative control: a small package with each form of the breach (and the allowed look-alikes)."""
+    files = {
+        "__init__.py": "",
+        "algorithms/__init__.py": "from ._registry import make\nfrom . import base\n",
+        "algorithms/_registry.py": "from .base import Sampler\n",
+        "algorithms/base.py": "class Sampler: ...\n",
+        "algorithms/exact.py": "def f():\n    from dpmmbench import algorithms\n",          # 2
+        "algorithms/estimator.py": "def g():\n    from dpmmbench.algorithms import make\n",  # 2
+        "algorithms/bad_relative.py": "from . import make\nfrom . import base, _registry\n",  # 1
+        "algorithms/bad_import.py": "import dpmmbench.algorithms as a\nimport dpmmbench.algorithms.base\n",  # 1
+        "algorithms/peers/__init__.py": "",
+        "algorithms/peers/deep.py": "from .. import make\nfrom ..base import Sampler\nfrom . import other\n",  # 1
+        "algorithms/peers/other.py": "import dpmmbench\n",  # 1
+        "datasets/__init__.py": "def canonical_name(n): ...\n",
+        "datasets/store.py": "def h():\n    from . import canonical_name\n",  # 2
+        "datasets/fine.py": "from dpmmbench import algorithms\nfrom dpmmbench.algorithms import make\n",
+        "datasets/__main__.py": "from . import canonical_name\n",  # the entry point: exempt
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    found = _own_package_imports(_modules(tmp_path, ("algorithms", "datasets")))
+    assert found == sorted([
+        "dpmmbench.algorithms.exact:2: from dpmmbench import algorithms",
+        "dpmmbench.algorithms.estimator:2: from dpmmbench.algorithms import make",
+        "dpmmbench.algorithms.bad_relative:1: from . import make",
+        "dpmmbench.algorithms.bad_import:1: import dpmmbench.algorithms",
+        "dpmmbench.algorithms.peers.deep:1: from .. import make",
+        "dpmmbench.algorithms.peers.other:1: import dpmmbench",
+        "dpmmbench.datasets.store:2: from . import canonical_name",
+    ]), found
 
 
 def test_no_old_top_level_names():
