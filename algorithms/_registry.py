@@ -87,12 +87,12 @@ def make(name: str, family, **kwargs) -> Sampler:
     ----------
     name : str
         Registry name (see :func:`available`).
-    family : algorithms.families.Family
+    family : dpmmbench.algorithms.families.Family
         The conjugate family (the prior).
     **kwargs
         ``alpha`` (DP concentration), ``seed``, ``backend`` and the algorithm's options, as
         :class:`Sampler` takes them; the defaults and constraints of ``alpha`` and ``seed``
-        are in :data:`algorithms.constraints.RUN_PARAMETERS`.
+        are in :data:`dpmmbench.algorithms.constraints.RUN_PARAMETERS`.
 
     Unknown names and options raise with the list of valid ones.
     """

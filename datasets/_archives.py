@@ -34,7 +34,7 @@ def read_members(archive: Path, names: list[str]) -> dict[str, bytes]:
     """Bytes of the named members of a .tgz/.tar.gz/.tar.xz, .zip/.whl or .deb archive, read in memory.
 
     Only regular-file members with exactly these names are read; nothing is written to disk.
-    A member's declared size is checked against :data:`~datasets.formats.MAX_MEMBER` before it
+    A member's declared size is checked against :data:`~dpmmbench.datasets.formats.MAX_MEMBER` before it
     is read, and decompressed bytes are counted while they are read (see the module docstring).
 
     Raises
@@ -146,7 +146,7 @@ def _zip_members(z: zipfile.ZipFile, names: list[str], archive: Path) -> dict[st
 
 def _member_bytes(stream, size: int, name: str, archive: Path) -> bytes:
     """The ``size`` declared bytes of one member, refused before reading if over
-    :data:`~datasets.formats.MAX_MEMBER`, and counted while read."""
+    :data:`~dpmmbench.datasets.formats.MAX_MEMBER`, and counted while read."""
     if size > MAX_MEMBER:
         raise ValueError(f"{archive}: member {name} declares {size:,} bytes, over the cap of {MAX_MEMBER:,}")
     return read_capped(stream, min(size, MAX_MEMBER), f"{archive}: member {name}")

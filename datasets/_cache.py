@@ -39,7 +39,7 @@ def cache_dir() -> Path:
 
 
 def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in :data:`~datasets.formats.CHUNK` blocks."""
+    """Hex sha256 of a file, read in :data:`~dpmmbench.datasets.formats.CHUNK` blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(CHUNK):
@@ -49,7 +49,7 @@ def file_sha256(path: Path) -> str:
 
 def check_file(path: Path, expected: str, what: str, advice: str) -> None:
     """``ValueError`` naming ``what`` unless ``path`` has at most :data:`MAX_DOWNLOAD` bytes and
-    the sha256 ``expected`` (hashed in :data:`~datasets.formats.CHUNK` pieces)."""
+    the sha256 ``expected`` (hashed in :data:`~dpmmbench.datasets.formats.CHUNK` pieces)."""
     size = path.stat().st_size
     if size > MAX_DOWNLOAD:
         raise ValueError(f"{what} has {size:,} bytes, over the cap of {MAX_DOWNLOAD:,}; {advice}")

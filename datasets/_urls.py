@@ -52,7 +52,7 @@ class TooLarge(ValueError):
 
 
 def http_get(url: str, target: Path, timeout: float, cap: int) -> str:
-    """Stream ``url`` into ``target`` in :data:`~datasets.formats.CHUNK` pieces, hashing as it
+    """Stream ``url`` into ``target`` in :data:`~dpmmbench.datasets.formats.CHUNK` pieces, hashing as it
     goes; the hex sha256 of what arrived. ``Truncated`` if the body is shorter than its
     ``Content-Length``; ``TooLarge`` as soon as it is longer than ``cap`` bytes."""
     h, got = hashlib.sha256(), 0
