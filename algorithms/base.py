@@ -212,10 +212,7 @@ class Sampler(ABC):
         out = {}
         for column in self.info_columns:
             if INDEX in column:
-                pattern = _index_pattern(column)
-                found = sorted((int(m.group(1)), key) for key in info
-                               if isinstance(key, str) and (m := pattern.fullmatch(key)))
-                out.update((key, self._info_value(key, info[key])) for _, key in found)
+                out.update((key, self._info_value(key, info[key])) for key in column_members(column, info))
             else:
                 out[column] = self._info_value(column, info.get(column))
         return out
@@ -224,10 +221,7 @@ class Sampler(ABC):
     def declares(cls, column: str) -> bool:
         """Whether ``column`` is one of this sampler's declared per-step columns (a member of
         an indexed family such as ``load_3`` for ``"load_{j}"`` included)."""
-        if column in cls.info_columns:
-            return True
-        return any(INDEX in name and _index_pattern(name).fullmatch(column) is not None
-                   for name in cls.info_columns)
+        return any(column_members(name, (column,)) for name in cls.info_columns)
 
     def _info_value(self, column: str, value):
         if value is None:
@@ -280,7 +274,33 @@ def _checked_columns(owner: str, columns) -> Mapping[str, str]:
     return MappingProxyType(dict(columns))
 
 
-def _index_pattern(name: str) -> re.Pattern:
-    """The column names of the indexed family ``name`` (``"load_{j}"``: ``load_0``, ...)."""
-    head, tail = name.split(INDEX, 1)
-    return re.compile(f"{re.escape(head)}([0-9]+){re.escape(tail)}")
+def column_members(column: str, names) -> list[str]:
+    """The names among ``names`` (e.g. a trace's columns) that hold the declared per-step
+    column ``column``.
+
+    Parameters
+    ----------
+    column : str
+        A key of some :attr:`Sampler.info_columns`.
+    names : iterable
+        Candidate names; those that are not strings are skipped.
+
+    Returns
+    -------
+    list of str
+        ``[column]`` if it is among ``names``; for an indexed family (``"load_{j}"``) its
+        members among ``names`` in index order (``load_2`` before ``load_10``).
+
+    Examples
+    --------
+    >>> from dpmmbench.algorithms.base import column_members
+    >>> column_members("load_{j}", ["load_10", "time_s", "load_2", "load_imbalance"])
+    ['load_2', 'load_10']
+    """
+    if INDEX not in column:
+        return [column] if column in names else []
+    head, tail = column.split(INDEX, 1)
+    pattern = re.compile(f"{re.escape(head)}([0-9]+){re.escape(tail)}")
+    found = sorted((int(m.group(1)), name) for name in names
+                   if isinstance(name, str) and (m := pattern.fullmatch(name)))
+    return [name for _, name in found]
