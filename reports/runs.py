@@ -26,8 +26,10 @@ this module replaces disagreed, the choice and its reason:
 - ``kind`` says what the method's chain is (:attr:`algorithms.base.Sampler.kind`): R-hat and
   ESS describe samplers only (:mod:`reports.chains`).
 
+>>> from pathlib import Path
 >>> from dpmmbench.reports.runs import read_runs
->>> frame, runs = read_runs(sorted(Path("results/traces").rglob("*.parquet")))  # doctest: +SKIP
+>>> traces = sorted(Path("results/traces").rglob("*.parquet"))  # a workflow's output
+>>> frame, runs = read_runs(traces)   # doctest: +SKIP (needs the traces of a workflow run)
 """
 from __future__ import annotations
 
