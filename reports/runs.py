@@ -29,7 +29,7 @@ this module replaces disagreed, the choice and its reason:
 >>> from pathlib import Path
 >>> from dpmmbench.reports.runs import read_runs
 >>> traces = sorted(Path("results/traces").rglob("*.parquet"))  # a workflow's output
->>> frame, runs = read_runs(traces)   # doctest: +SKIP (needs the traces of a workflow run)
+>>> frame, runs = read_runs(traces)   # needs a workflow run's traces  # doctest: +SKIP
 """
 from __future__ import annotations
 
