@@ -130,6 +130,40 @@ def needs_config(path):
     return needs(*algorithm_names(yaml.safe_load(Path(path).read_text())))
 
 
+def refuse(what: str):
+    """A stand-in for a function that a test forbids (e.g. ``cluster._local_cluster``): calling
+    it fails the test, saying ``what`` happened. It raises pytest's failure, a BaseException,
+    so that no ``except Exception`` of the code under test can take it for an error of its own."""
+    def refused(*args, **kwargs):
+        pytest.fail(what, pytrace=False)
+
+    return refused
+
+
+def python_lines(fn, *args, **kwargs) -> tuple[object, int]:
+    """``fn(*args, **kwargs)`` and the number of Python source lines the interpreter executed
+    for it (in every Python function it called; none in compiled code). A loop over points in
+    Python executes at least one line per point: work done in array operations executes a
+    number of lines that does not grow with the data."""
+    import sys
+
+    count = 0
+
+    def trace(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return trace
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.settrace(previous)
+    return result, count
+
+
 def fits(name, family) -> bool:
     """Whether the registered sampler ``name`` takes ``family`` (a peer may fit some only)."""
     from dpmmbench import algorithms

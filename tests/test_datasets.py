@@ -4,15 +4,16 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from conftest import python_lines, refuse
 from dpmmbench import datasets
 from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.datasets import synth_chang2013
 from dpmmbench.datasets.base import META_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,16 +106,18 @@ def test_chang2013_defaults_and_clusters():
     assert np.linalg.norm(m_small - m_big) < 1.0
 
 
-def test_wang2017_default_size_is_the_papers_and_fast():
-    start = time.perf_counter()
-    ds = datasets.load("synth-wang2017")
-    elapsed = time.perf_counter() - start
+def test_wang2017_default_size_is_the_papers_and_vectorised():
+    ds, lines = python_lines(datasets.load, "synth-wang2017")
     assert 40_000 <= ds.X.shape[0] <= 260_000 and ds.X.shape[1] == 2
     assert np.unique(ds.labels).size == 50
     sizes = np.bincount(ds.labels)
     assert set(sizes) <= {1000, 2000, 5000}
     assert ds.meta["n"] == ds.X.shape[0]
-    assert elapsed < 5.0  # vectorised: ~0.05 s here; a per-point loop would take far longer
+    # vectorised: the Python lines run do not grow with the points (~500 at either size; a
+    # loop over points would run one or more per point)
+    small, small_lines = python_lines(datasets.load, "synth-wang2017?scale=0.1")
+    assert small.X.shape[0] * 10 == ds.X.shape[0] and lines < ds.X.shape[0] / 100
+    assert lines < 2 * small_lines
     assert ds.family.sigma == 1.0 and ds.family.sigma0 == 10.0 and np.allclose(ds.family.mu0, 0)
 
 
@@ -202,17 +205,19 @@ def test_non_string_name_raises():
 
 
 def test_describe_does_not_generate(monkeypatch):
-    start = time.perf_counter()
-    meta = datasets.describe("synth-chang2013?n=10000000")  # the largest n: 20 s if generated
-    assert meta["n"] == 10**7 and time.perf_counter() - start < 1.0
+    # the largest n (20 s if generated): no component, label or point is drawn
+    for method in ("sample_params", "sample_data"):
+        monkeypatch.setattr(NormalInverseWishart, method, refuse(f"describe() drew the data ({method})"))
+    monkeypatch.setattr(synth_chang2013, "mixture_labels", refuse("describe() drew the labels"))
+    meta = datasets.describe("synth-chang2013?n=10000000")
+    assert meta["n"] == 10**7 and meta["dim"] == 2
+    with pytest.raises(pytest.fail.Exception, match="drew"):  # the generator does use them
+        datasets.load("synth-chang2013?n=10")
     import sklearn.datasets
 
-    def refuse():
-        raise AssertionError("describe() read the data")
-
-    monkeypatch.setattr(sklearn.datasets, "load_digits", refuse)
+    monkeypatch.setattr(sklearn.datasets, "load_digits", refuse("describe() read the data"))
     assert datasets.describe("digits?pca=7")["dim"] == 7
-    with pytest.raises(AssertionError):
+    with pytest.raises(pytest.fail.Exception, match="read the data"):
         datasets.load("digits")
 
 
