@@ -12,6 +12,8 @@ colour and dash pattern), so an algorithm looks the same in every figure.
 from __future__ import annotations
 
 import io
+import math
+import re
 import warnings
 from contextlib import contextmanager
 
@@ -210,6 +212,7 @@ def convergence_figure(frame: pd.DataFrame, order, styles, with_truth: bool) -> 
             _lines(ax_it, over_seeds(data, "iteration", column), "iteration", order, styles, step=False)
             _lines(ax_t, over_seeds(on_time_grid(data, column), "time_s", column), "time_s", order, styles, step=True)
             ax_t.set_xscale("log")
+            _readable_log_axis(ax_t, "x")
             ax_it.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax_it.set_xlabel("iteration")
             ax_t.set_xlabel("sampler time (s, log scale)")
@@ -257,8 +260,9 @@ def pareto_figure(stats: pd.DataFrame, order, styles) -> bytes | None:
 
     One panel per quality of :data:`PARETO_PANELS` that some method measured (held-out log
     predictive; NMI where there is ground truth). The x axis is each chain's total sampler
-    time (log scale); points are medians over chains, bars their 5-95 % intervals; the grey
-    line joins the methods no other method beats on both axes (the Pareto front).
+    time (log scale, ticks from :func:`log_ticks`); points are medians over chains, bars their
+    5-95 % intervals; the grey line joins the methods no other method beats on both axes (the
+    Pareto front).
 
     Parameters
     ----------
@@ -273,6 +277,14 @@ def pareto_figure(stats: pd.DataFrame, order, styles) -> bytes | None:
     bytes or None
         The PNG; None when no method measured any quality.
     """
+    with _style():
+        fig = pareto_plot(stats, order, styles)
+        return None if fig is None else png_bytes(fig)
+
+
+def pareto_plot(stats: pd.DataFrame, order, styles):
+    """The figure of :func:`pareto_figure` before it is rendered (None when no method
+    measured any quality): its axes can be inspected."""
     from matplotlib.figure import Figure
 
     panels = [(col, text) for col, text in PARETO_PANELS if col in stats and stats[col].notna().any()]
@@ -295,10 +307,108 @@ def pareto_figure(stats: pd.DataFrame, order, styles) -> bytes | None:
                             color=styles[label][0], marker="o", markersize=6, capsize=2.5, linewidth=1.1,
                             zorder=3)
             ax.set_xscale("log")
+            _readable_log_axis(ax, "x")
             ax.set_xlabel("sampler time per chain (s, log scale)")
             ax.set_ylabel(ylabel)
         _legend(fig, order, styles)
-        return png_bytes(fig)
+        return fig
+
+
+#: the most labelled ticks of a logarithmic axis: a panel a third of a page wide holds them apart
+LOG_TICKS = 6
+#: mantissas of the tick values of a logarithmic axis, from the sparsest choice to the densest
+_MANTISSAS = ((1,), (1, 3), (1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 8))
+
+
+def log_ticks(lo: float, hi: float, most: int = LOG_TICKS) -> list[float]:
+    """Round tick values for a logarithmic axis from ``lo`` to ``hi``, at most ``most`` of them.
+
+    Matplotlib labels a log axis at its decades, and where the range holds fewer than two of
+    them it labels every minor tick in scientific notation (``3.2×10⁻¹``, ``3.3×10⁻¹``, ...),
+    which overlap. Here: decades (every k-th over a wide range), else the sparsest of
+    1-3, 1-2-5 and 1-1.5-2-3-4-5-6-8 per decade that gives three ticks, else (a range of less
+    than a factor of about 1.5) evenly spaced round values.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The axis' limits, 0 < lo < hi.
+    most : int
+        The most ticks returned (at least 2).
+
+    Returns
+    -------
+    list of float
+        Increasing values within [lo, hi]; at least two.
+
+    Examples
+    --------
+    >>> from dpmmbench.reports.figures import log_ticks
+    >>> [float(f"{t:.3g}") for t in log_ticks(0.002, 0.9)]
+    [0.003, 0.01, 0.03, 0.1, 0.3]
+    >>> [float(f"{t:.3g}") for t in log_ticks(0.31, 0.39)]
+    [0.32, 0.34, 0.36, 0.38]
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    if not (0 < lo < hi < math.inf) or most < 2:
+        raise ValueError(f"log ticks need 0 < lo < hi and most >= 2, got lo={lo!r}, hi={hi!r}, most={most!r}")
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    decades = [10.0 ** k for k in range(first, last + 1) if lo <= 10.0 ** k <= hi]
+    if len(decades) > most:
+        return decades[::math.ceil(len(decades) / most)]
+    best = []
+    for mantissas in _MANTISSAS:
+        ticks = [m * 10.0 ** k for k in range(first, last + 1) for m in mantissas if lo <= m * 10.0 ** k <= hi]
+        if len(ticks) > most:
+            break
+        best = ticks
+        if len(ticks) >= 3:
+            break
+    if len(best) >= 2:
+        return best
+    return [float(t) for t in MaxNLocator(nbins=most - 1, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+            if lo <= t <= hi]
+
+
+def tick_labels(ticks) -> list[str]:
+    """The shortest plain labels (fewest significant digits) that give each tick its value:
+    positional when every tick is from 0.0001 to 99,999 (``0.03``, ``10``), else all in
+    ``1e−6`` style.
+
+    Examples
+    --------
+    >>> from dpmmbench.reports.figures import tick_labels
+    >>> tick_labels([0.003, 0.01, 10.0])
+    ['0.003', '0.01', '10']
+    >>> tick_labels([1e-6, 1.5e-3, 1.0])
+    ['1e−6', '1.5e−3', '1e0']
+    """
+    digits = next(d for d in range(1, 18)
+                  if all(math.isclose(float(f"{t:.{d}g}"), t, rel_tol=1e-9) for t in ticks))
+    values = [float(f"{t:.{digits}g}") for t in ticks]
+    if all(1e-4 <= abs(v) < 1e5 for v in values):
+        labels = [f"{v:.{digits + 5}f}".rstrip("0").rstrip(".") for v in values]
+    else:
+        labels = [f"{m}e{int(e)}" for m, e in (f"{v:.{digits - 1}e}".split("e") for v in values)]
+        labels = [re.sub(r"\.?0+e", "e", text) if "." in text else text for text in labels]
+    return [text.replace("-", "\u2212") for text in labels]
+
+
+def _readable_log_axis(ax, which: str):
+    """Label the logarithmic ``which`` axis ("x" or "y") of ``ax`` at :func:`log_ticks` of its
+    current limits, in plain numbers, and leave its minor ticks unlabelled."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    if not (0 < lo < hi < math.inf):
+        return  # nothing plotted: matplotlib's own (empty) ticks stand
+    ticks = log_ticks(lo, hi)
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FixedFormatter(tick_labels(ticks)))
+    axis.set_minor_formatter(NullFormatter())
+    (ax.set_xlim if which == "x" else ax.set_ylim)(lo, hi)
 
 
 def alpha_figure(frame: pd.DataFrame, order, styles) -> bytes:
@@ -351,6 +461,7 @@ def step_time_figure(steps: pd.DataFrame, order, styles) -> bytes:
             sns.boxplot(data=steps, x="step_s", y="label", hue="label", order=order, hue_order=order,
                         palette={k: styles[k][0] for k in order}, log_scale=True, ax=ax, legend=False,
                         fliersize=2, linewidth=0.9)
+        _readable_log_axis(ax, "x")
         ax.set_xlabel("time per iteration (s, log scale)")
         ax.set_ylabel("")
         return png_bytes(fig)

@@ -215,6 +215,8 @@ def test_wheel_holds_dpmmbench_only(tmp_path):
     for layer in LAYERS:
         assert f"{PACKAGE}/{layer}/__init__.py" in names
     assert f"{PACKAGE}/workflows/config/default.yaml" in names
+    # the report renders from its templates: package data, or an installed report cannot be made
+    assert {f"{PACKAGE}/reports/templates/report.html.j2", f"{PACKAGE}/reports/templates/report.css"} <= set(names)
     assert not [n for n in names if n.startswith(f"{PACKAGE}/tests/") or n.startswith(f"{PACKAGE}/benchmarks/")]
 
 

@@ -18,14 +18,18 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
 from dpmmbench import algorithms
 from dpmmbench import datasets
 from dpmmbench.algorithms.backends import SerialBackend
-from dpmmbench.reports import claims, costmodel
-from dpmmbench.reports.report import build_report, load_runs
+from dpmmbench.algorithms.base import column_members
+from dpmmbench.reports import chains as chain_stats
+from dpmmbench.reports import claims, costmodel, figures
+from dpmmbench.reports.report import build_report
+from dpmmbench.reports.runs import read_runs
 from dpmmbench.reports.traces import read_trace, write_trace
 from dpmmbench.workflows import driver
 from dpmmbench.workflows.cli import main
@@ -46,7 +50,7 @@ LEARNED = "gibbs-learned-alpha"
 #: the peer among them (in the default install)
 PEER = "sklearn-bgm"
 #: the report's sections, in order
-SECTIONS = ["claims", "dataset-0", "dataset-1", "peers", "communication", "search", "environment"]
+SECTIONS = ["claims", "dataset-0", "dataset-1", "peers", "communication", "steps", "environment"]
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1280,900")
@@ -74,14 +78,15 @@ def traces(tmp_path_factory, scheduler):
     paths = []
     for algorithm in ALGORITHMS:
         for seed in SEEDS:
-            trace, meta = driver.run(algorithm, DATA, ITERATIONS, seed=seed, scheduler=scheduler)
+            trace, meta = driver.run(driver.RunSpec(algorithm, DATA, ITERATIONS, seed=seed, scheduler=scheduler))
             paths.append(write_trace(trace, out / "chang" / algorithm / f"seed{seed}.parquet", meta))
     for seed in SEEDS:
-        trace, meta = driver.run("gibbs", DATA, ITERATIONS, seed=seed, scheduler=scheduler, alpha_prior=(1.0, 1.0),
-                                 name=LEARNED)
+        trace, meta = driver.run(driver.RunSpec("gibbs", DATA, ITERATIONS, seed=seed, scheduler=scheduler,
+                                                alpha_prior=(1.0, 1.0), name=LEARNED))
         paths.append(write_trace(trace, out / "chang" / LEARNED / f"seed{seed}.parquet", meta))
     for seed in SEEDS:  # a peer beside them, with its own settings
-        trace, meta = driver.run(PEER, DATA, ITERATIONS, seed=seed, scheduler=scheduler, options={"n_components": 7})
+        trace, meta = driver.run(driver.RunSpec(PEER, DATA, ITERATIONS, seed=seed, scheduler=scheduler,
+                                                options={"n_components": 7}))
         paths.append(write_trace(trace, out / "chang" / PEER / f"seed{seed}.parquet", meta))
 
     data = datasets.load(DATA)
@@ -92,11 +97,11 @@ def traces(tmp_path_factory, scheduler):
         paths.append(write_trace(trace, out / "unlabelled" / "gibbs" / f"seed{seed}.csv", meta))
 
     # the serial gibbs chain of seed 0 again, on a 2-worker cluster: speed-up against workers
-    trace, meta = driver.run("gibbs", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler)
+    trace, meta = driver.run(driver.RunSpec("gibbs", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler))
     paths.append(write_trace(trace, out / "chang" / "gibbs-2w" / "seed0.parquet", meta))
 
     if "slice-mr" in algorithms.available():
-        trace, meta = driver.run("slice-mr", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler)
+        trace, meta = driver.run(driver.RunSpec("slice-mr", DATA, ITERATIONS, seed=0, workers=2, scheduler=scheduler))
         paths.append(write_trace(trace, out / "chang" / "slice-mr" / "seed0.parquet", meta))
     return paths
 
@@ -196,8 +201,10 @@ def test_numbers_come_from_the_traces(report, traces):
         assert row in text, name
     assert f"Learned concentration on {DATA}" in text
 
-    pushed = [t["states_pushed"].sum() for t in chains.values() if t["algorithm"].iloc[0] == "search"]
-    assert f"{np.median(pushed):,.0f}" in Page(text).sections["search"]
+    # each algorithm's own per-step columns: the search's pushed states, summed over its steps
+    pushed = [t.loc[t["iteration"] > 0, "states_pushed"].sum() for t in chains.values()
+              if t["algorithm"].iloc[0] == "search"]
+    assert f"Σ {np.median(pushed):,.0f}" in Page(text).sections["steps"]
 
     talking = [t for t in chains.values() if t["bytes_sent"].iloc[1:].sum() > 0]
     communication = Page(text).sections["communication"]
@@ -228,6 +235,14 @@ def test_leaderboard_is_computed_from_the_chains(report, traces):
     row = board.split("<td>gibbs</td>", 1)[1].split("</tr>", 1)[0]
     assert row.startswith(f"<td class='n'>{len(gibbs)}</td><td class='n'>{rhat:.4g} / ")
     assert ("not converged" in row) == (rhat > 1.01)
+    # an optimiser (search) and variational inference (the peer) have no R-hat or ESS: n/a with
+    # the reason, never "not converged"
+    for label, kind in (("search", "optimiser"), (f"{PEER}[n_components=7]", "variational")):
+        row = board.split(f"<td>{label}", 1)[1].split("</tr>", 1)[0]
+        reason = chain_stats.NOT_A_SAMPLER[kind].removeprefix("n/a: ")
+        assert f"<td>n/a <span class='why'>{html.escape(reason, quote=False)}</span></td><td>n/a</td><td>n/a</td>" \
+            in row, row
+        assert "not converged" not in row
     fixed = [t for t, meta in chains.values() if t["dataset"].iloc[0] == DATA and meta.get("alpha_prior") is None]
     best = max(t["log_joint"].max() for t in fixed)
     assert f"at or above {best - 1e-3 * abs(best):,.1f} nats, within 0.1 % of the best" in page.sections["dataset-0"]
@@ -248,7 +263,7 @@ def test_peers_settings_are_shown_and_linked(report, traces):
     for key, value in recorded[0].items():
         assert key in peers
         if isinstance(value, (str, int)) and not isinstance(value, bool):
-            assert html.escape(str(value)) in text, key
+            assert str(value) in peers, key  # the page's text, its escapes undone
     assert recorded[0]["n_components"] == 7 and "scikit-learn" in recorded[0]["library"]
     board = text.split("<section id='dataset-0'>", 1)[1].split("</table>", 1)[0]
     assert f"<td>{label} <a class='peer' href='#peers'>(peer)</a></td>" in board
@@ -257,7 +272,7 @@ def test_peers_settings_are_shown_and_linked(report, traces):
 
 @pytest.mark.slow
 def test_claims_are_measured_or_say_what_is_missing(traces):
-    frame, runs = load_runs(traces)
+    frame, runs = read_runs(traces)
     chang, daume, wang = claims.check_claims(frame, runs)
 
     # Chang & Fisher: subc and gibbs ran on their synthetic data, fsd and gibbs-supercluster did
@@ -332,10 +347,15 @@ def scaling_traces(tmp_path_factory):
     return paths
 
 
-def test_scaling_section_models_what_it_can_and_says_what_is_missing(scaling_traces, tmp_path):
+@pytest.fixture(scope="module")
+def scaling_report(scaling_traces, tmp_path_factory):
+    """The report of :func:`scaling_traces`."""
+    return build_report(scaling_traces, tmp_path_factory.mktemp("scaling-report") / "scaling.html")
+
+
+def test_scaling_section_models_what_it_can_and_says_what_is_missing(scaling_traces, scaling_report, tmp_path):
     out = tmp_path / "scaling.html"
-    build_report(scaling_traces, out)
-    page = Page(out.read_text(encoding="utf-8"))
+    page = Page(scaling_report.read_text(encoding="utf-8"))
     section = page.sections["dataset-0"]
     assert "Scaling (model)" in section and "This is a model" in section
     alts = [attrs["alt"] for tag, attrs in page.tags if tag == "img"]
@@ -343,12 +363,13 @@ def test_scaling_section_models_what_it_can_and_says_what_is_missing(scaling_tra
     # the stale slice-mr trace and the single worker count of cons-prog are named, not fatal
     assert "No model for slice-mr" in section and "compute_s" in section
     assert "cons-prog: measured at 2 worker(s) only" in section
-    frame, runs = load_runs(scaling_traces)
+    frame, runs = read_runs(scaling_traces)
     model = costmodel.scaling(frame, runs).models["auxvar"]
     assert f"{model.imbalance:.3g}" in section
 
-    seen = open_in_chromium(out, tmp_path)
+    seen = open_in_chromium(scaling_report, tmp_path, width=READING_WIDTH)
     assert not seen["errors"], seen["errors"]
+    assert not overflow(seen["layout"]), overflow(seen["layout"])
     assert len(seen["page"]["images"]) == len(alts)
     for image in seen["page"]["images"]:
         assert image["decoded"] and min(image["natural"]) > 0 and min(image["box"]) > 0, image
@@ -358,10 +379,97 @@ def test_scaling_section_models_what_it_can_and_says_what_is_missing(scaling_tra
     assert "network of 10 Gbit/s, 1 ms" in Page(out.read_text(encoding="utf-8")).sections["dataset-0"]
 
 
+def test_each_algorithm_shows_the_per_step_columns_it_declares(scaling_traces, scaling_report):
+    """The per-step section is built from each algorithm's declared columns
+    (``info_columns``) alone: a table per algorithm that declares some, its meanings as header
+    tooltips and legend, an indexed family (``load_{j}``) as one column ranging over its
+    indices, a column a trace lacks left out; the algorithms that declare none are named."""
+    text = scaling_report.read_text(encoding="utf-8")
+    steps = text.split("<section id='steps'>", 1)[1].split("</section>", 1)[0]
+    page = Page(steps)
+    frame, runs = read_runs(scaling_traces)
+    titles = [attrs["title"] for tag, attrs in page.tags if tag == "th" and "title" in attrs]
+    silent = steps.split("Declaring no per-step columns", 1)
+    for name in dict.fromkeys(runs["algorithm"]):
+        declared = algorithms.get(name).info_columns
+        trace = frame[frame["run"].isin(runs.loc[runs["algorithm"] == name, "run"])]
+        held = [col for col in trace.columns if trace[col].notna().any()]
+        shown = [c for c in declared if column_members(c, held)]
+        if not shown:  # nothing declared, or nothing its traces hold: named as such
+            assert len(silent) == 2 and name in silent[1].split("</p>", 1)[0], name
+            continue
+        table = steps.split(f"<h3><code>{name}</code></h3>", 1)[1].split("</dl>", 1)[0]
+        for column in shown:
+            assert declared[column] in html.unescape(table), column  # the legend
+            assert declared[column] in titles, column  # the header's tooltip
+        assert not [c for c in declared if c not in shown and f"<dt><code>{c}" in table]
+    # auxvar on 2 workers: load_0 and load_1 as one column, their last values' range over j
+    chain = frame[(frame["algorithm"] == "auxvar") & (frame["workers"] == 2)].sort_values("iteration")
+    last = chain[["load_0", "load_1"]].iloc[-1]
+    totals = chain.loc[chain["iteration"] > 0, ["load_0", "load_1"]].sum()
+    spread = (f"{last.min():,.0f}–{last.max():,.0f}" if last.min() != last.max() else f"{last.min():,.0f}")
+    total = (f"{totals.min():,.0f}–{totals.max():,.0f}" if totals.min() != totals.max() else f"{totals.min():,.0f}")
+    auxvar = steps.split("<h3><code>auxvar</code></h3>", 1)[1].split("</table>", 1)[0]
+    row = auxvar.split("<td>auxvar (2 workers)</td>", 1)[1].split("</tr>", 1)[0]
+    assert f"<td class='n'>{spread}<span class='total'>Σ {total}</span></td>" in row
+    assert "load_<wbr>{j}" in auxvar and "load_<wbr>0" not in auxvar
+    # slice-mr's trace predates compute_s: its table has no such column, auxvar's has
+    slice_mr = steps.split("<h3><code>slice-mr</code></h3>", 1)[1].split("</table>", 1)[0]
+    assert "compute_<wbr>s" in auxvar and "compute_<wbr>s" not in slice_mr
+
+
+def test_values_are_escaped_by_default(tmp_path):
+    """Markup in the data (a dataset's name, the configuration) reaches the page as text."""
+    data = datasets.load("synth-chang2013?n=40")
+    name = "<img src=x onerror=alert(1)> & 'co' \"quoted\""
+    sampler = algorithms.make("gibbs", family=data.family, seed=0)
+    trace = driver.run_chain(sampler, data.X, 2, truth=data.labels, dataset=name)
+    path = write_trace(trace, tmp_path / "t.csv", {"algorithm": "gibbs", "options": sampler.params})
+    out = build_report([path], tmp_path / "r.html", config={"note": "</pre><script>alert(2)</script>"})
+    page = Page(out.read_text(encoding="utf-8"))
+    assert not [attrs for tag, attrs in page.tags if tag == "script" or attrs.get("src") == "x"]
+    assert f"Dataset {name}" in page.sections["dataset-0"]
+    assert "</pre><script>alert(2)</script>" in page.sections["environment"]
+
+
+#: sampler-time ranges of a dataset's methods that an axis must label legibly: within a tenth of
+#: a decade (matplotlib labelled every minor tick there, overlapping), within a decade, over many
+PARETO_TIMES = {"one method": [0.35], "a tenth of a decade": [0.0101, 0.0104, 0.0108],
+                "a decade": [0.21, 0.26, 0.33, 0.41, 0.55, 0.62], "ten decades": [2e-7, 3e-5, 0.5, 12, 900]}
+
+
+@pytest.mark.parametrize("times", PARETO_TIMES.values(), ids=PARETO_TIMES.keys())
+def test_pareto_time_ticks_are_labelled_apart(times):
+    """The quality-against-time figure labels its log time axis with at least two readable
+    ticks whose labels do not overlap, whatever the range of the methods' times."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    rows = [{"label": f"m{i}", "time_s": t, "time_s_lo": 0.9 * t, "time_s_hi": 1.1 * t, "heldout_lpd": -7 + i / 10,
+             "heldout_lpd_lo": -7.1 + i / 10, "heldout_lpd_hi": -6.9 + i / 10, "final_nmi": 0.5, "final_nmi_lo": 0.4,
+             "final_nmi_hi": 0.6} for i, t in enumerate(times)]
+    stats = pd.DataFrame(rows)
+    order = list(stats["label"])
+    fig = figures.pareto_plot(stats, order, figures.palette(order))
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        if not ax.get_xlabel().startswith("sampler time"):
+            continue  # the legend's own axes, if any
+        lo, hi = sorted(ax.get_xlim())
+        labels = [tick.label1 for tick in (*ax.xaxis.get_major_ticks(), *ax.xaxis.get_minor_ticks())
+                  if lo * (1 - 1e-9) <= tick.get_loc() <= hi * (1 + 1e-9) and tick.label1.get_visible()
+                  and tick.label1.get_text()]
+        boxes = sorted((label.get_window_extent(renderer) for label in labels), key=lambda b: b.x0)
+        assert len(boxes) >= 2, [label.get_text() for label in labels]
+        for left, right in zip(boxes, boxes[1:]):
+            assert left.x1 < right.x0, [label.get_text() for label in labels]
+
+
 def test_wang_claim_compares_traffic_across_workers_only(scaling_traces):
     """auxvar on one worker moves no cluster (its bytes go to its one shard): the claim about
     traffic between workers compares the 2-worker runs only."""
-    frame, runs = load_runs(scaling_traces)
+    frame, runs = read_runs(scaling_traces)
     wang = claims.wang2017(runs)
     assert set(wang.table["algorithm"]) == {"auxvar (2 workers)", "cons-prog (2 workers)"}
     bytes_of = runs[runs["workers"] == 2].set_index("algorithm")["bytes"]
@@ -483,24 +591,57 @@ Promise.all([...document.images].map(img => img.decode().then(() => true, () => 
 """
 
 
-def open_in_chromium(path: Path, tmp_path: Path) -> dict:
+# What overflows sideways: the document, and every table against the box it sits in.
+LAYOUT_JS = """
+(() => {
+  const root = document.documentElement;
+  return {
+    viewport: root.clientWidth,
+    scrollWidth: root.scrollWidth,
+    tables: [...document.querySelectorAll("table")].map(t => {
+      const box = t.getBoundingClientRect(), holder = t.parentElement;
+      return {section: t.closest("section") ? t.closest("section").id : "",
+              head: [...t.querySelectorAll("th")].slice(0, 3).map(th => th.textContent).join(" | "),
+              width: box.width, right: box.right, container: holder.getBoundingClientRect().width,
+              scrolls: holder.scrollWidth > holder.clientWidth};
+    }),
+    images: [...document.images].map(img => ({alt: img.alt, right: img.getBoundingClientRect().right})),
+  };
+})()
+"""
+#: the window a reader on a laptop or a desktop has (issue: the leaderboard ran off its edge)
+READING_WIDTH = 1400
+
+
+def open_in_chromium(path: Path, tmp_path: Path, width: int | None = None) -> dict:
     """Load ``path`` in headless Chromium; return what :data:`FIGURES_JS` saw, the console and
-    page errors, and every URL the page requested."""
+    page errors, and every URL the page requested; with ``width``, the page is laid out in a
+    viewport that many CSS pixels wide and ``layout`` holds what :data:`LAYOUT_JS` measured."""
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     if executable is None:
         pytest.skip("Chromium is not installed: install the Debian package 'chromium' "
                     "(apt-get install chromium) to run the report's browser check")
     log = tmp_path / "chromium.log"
     browser = Chromium(executable, tmp_path / "profile", log)
+    layout = None
     try:
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Runtime", "Log", "Network", "Page"):
             browser.send(f"{domain}.enable", session=session)
+        if width is not None:
+            browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900,
+                                                                "deviceScaleFactor": 1, "mobile": False},
+                         session=session)
         browser.send("Page.navigate", {"url": path.as_uri()}, session=session)
         browser.wait_event("Page.loadEventFired")
         result = browser.send("Runtime.evaluate", {"expression": FIGURES_JS, "awaitPromise": True,
                                                    "returnByValue": True}, session=session)
+        if width is not None:
+            measured = browser.send("Runtime.evaluate", {"expression": LAYOUT_JS, "returnByValue": True},
+                                    session=session)
+            assert "exceptionDetails" not in measured, measured
+            layout = measured["result"]["value"]
     except (TimeoutError, RuntimeError) as exc:
         raise AssertionError(f"{exc}; Chromium log:\n{log.read_text(errors='replace')[-3000:]}") from None
     finally:
@@ -515,12 +656,31 @@ def open_in_chromium(path: Path, tmp_path: Path) -> dict:
 
     return {"page": result["result"]["value"], "errors": [e for e in browser.events if is_error(e)],
             "requests": [e["params"]["request"]["url"] for e in browser.events
-                         if e.get("method") == "Network.requestWillBeSent"]}
+                         if e.get("method") == "Network.requestWillBeSent"],
+            "layout": layout}
+
+
+def overflow(layout: dict) -> list:
+    """What runs off sideways in a :data:`LAYOUT_JS` measurement: the document wider than the
+    viewport, a table wider than its box or past the viewport's right edge, a figure past it."""
+    found = []
+    if layout["scrollWidth"] > layout["viewport"]:
+        found.append(f"the page is {layout['scrollWidth']} px wide in a {layout['viewport']} px viewport")
+    for t in layout["tables"]:
+        if t["width"] > t["container"] + 0.5 or t["scrolls"] or t["right"] > layout["viewport"] + 0.5:
+            found.append(f"table [{t['head']}] in #{t['section']}: {t['width']:.0f} px in a "
+                         f"{t['container']:.0f} px box (right edge {t['right']:.0f})")
+    found += [f"figure {i['alt']!r} ends at {i['right']:.0f} px" for i in layout["images"]
+              if i["right"] > layout["viewport"] + 0.5]
+    return found
 
 
 @pytest.mark.slow
 def test_report_renders_in_headless_chromium(report, tmp_path):
-    seen = open_in_chromium(report[0], tmp_path)
+    """The page loads cleanly, every figure decodes, and at a reading width of 1,400 pixels
+    nothing runs off sideways: the leaderboard's last columns used to be cut there."""
+    seen = open_in_chromium(report[0], tmp_path, width=READING_WIDTH)
+    assert not overflow(seen["layout"]), overflow(seen["layout"])
     page = seen["page"]
     assert page["title"] == "dpmmbench comparison report"
     assert page["sections"] == SECTIONS
@@ -535,14 +695,18 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 
 
 def test_browser_check_sees_a_broken_page(tmp_path):
-    """The same check on a page with a corrupt figure, a script error and an external style
-    sheet: each is caught, so the check above is not vacuous."""
+    """The same check on a page with a corrupt figure, a script error, an external style sheet
+    and a table too wide for its box: each is caught, so the check above is not vacuous."""
     page = tmp_path / "broken.html"
+    wide = "".join(f"<td>{'9' * 40}</td>" for _ in range(40))
     page.write_text("<!DOCTYPE html><html><head><title>x</title>"
                     "<link rel='stylesheet' href='http://127.0.0.1:9/style.css'></head><body>"
                     "<img alt='corrupt' src='data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=='>"
+                    f"<div style='overflow-x:auto'><table><tr>{wide}</tr></table></div>"
                     "<script>console.error('figure failed'); undefinedFunction();</script></body></html>")
-    seen = open_in_chromium(page, tmp_path)
+    seen = open_in_chromium(page, tmp_path, width=READING_WIDTH)
+    found = overflow(seen["layout"])
+    assert len(found) == 1 and found[0].startswith("table [] in #: "), found
     image, = seen["page"]["images"]
     assert not image["decoded"] and image["natural"] == [0, 0]
     methods = {e["method"] for e in seen["errors"]}
