@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._subcluster_shards import Edit, Restructure, pooled_moments, restructure
+from .labelstep import take_params
 
 
 def subcluster_rows(ks):
@@ -27,9 +28,10 @@ class Clusters:
     cluster and whether it still exists. Clusters are only appended or marked dead; the
     step compacts at the end."""
 
-    def __init__(self, family, X, z, zs, sub, history, splittable, group=None, principal=False):
+    def __init__(self, family, X, z, zs, sub, history, splittable, group=None, principal=False, params=None):
         self.family, self.X, self.z, self.zs = family, X, z, zs
         self.principal = principal
+        self.params = params  #: the family's parameters of the step's clusters (read by :meth:`isolate`)
         self.sub, self.history, self.splittable = sub, history, splittable
         K = len(splittable)
         self.alive = np.ones(K, dtype=bool)
@@ -93,6 +95,25 @@ class Clusters:
         self.history[k] = -np.inf
         self.splittable[k] = False
 
+    def isolate(self, k):
+        """New sub-labels for cluster k after its sub-cluster split was rejected: sub-cluster 1
+        is the one point that k's parameters explain worst, sub-cluster 0 the rest; it must
+        burn in again before it can split.
+
+        From the principal axis or random halves the sub-labels settle on a balanced split;
+        when that split is rejected they stay there and the same split is proposed, and
+        rejected, every iteration. From one point they either stay there (an outlier: the
+        split the posterior favours on small real data) or grow into the structure around it.
+        """
+        members = self.members(k)
+        loglik = self.family.loglik(self.X[members], take_params(self.params, [k]))[:, 0]
+        side = np.zeros(members.size, dtype=np.int64)
+        side[np.argmin(loglik)] = 1
+        self.zs[members] = side
+        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
+        self.history[k] = -np.inf
+        self.splittable[k] = False
+
     def split(self, k, moved, rng):
         """Points ``moved`` of cluster k form a new cluster; both restart."""
         new = self.K
@@ -140,11 +161,12 @@ class ShardedClusters(Clusters):
     with the next map (:meth:`sync`, or a random split proposal). The sub-cluster statistics
     of a restarted cluster are unknown ("stale") until then; nothing reads them before."""
 
-    def __init__(self, family, shards, sub, history, splittable, principal):
-        super().__init__(family, None, None, None, sub, history, splittable, principal=principal)
+    def __init__(self, family, shards, sub, history, splittable, principal, params=None):
+        super().__init__(family, None, None, None, sub, history, splittable, principal=principal, params=params)
         self.shards = shards
         self.clusters = family.sum_pairs(sub)  #: statistics of every cluster (current even when stale)
         self.stale = set()
+        self.isolated = set()  #: clusters to :meth:`isolate` at sync (their statistics are stale too)
         self.edits = []
 
     def size(self, k):
@@ -157,7 +179,7 @@ class ShardedClusters(Clusters):
         return self.family.take_stats(self.clusters, np.asarray(ks))
 
     def log_marginals(self, ks):
-        if self.stale.intersection(np.asarray(ks).tolist()):
+        if (self.stale | self.isolated).intersection(np.asarray(ks).tolist()):
             raise RuntimeError("sub-cluster statistics of restarted clusters are read before sync()")
         return super().log_marginals(ks)
 
@@ -166,6 +188,13 @@ class ShardedClusters(Clusters):
 
     def restart(self, k, rng, members=None):
         self.stale.add(int(k))
+        self.isolated.discard(int(k))
+        self.history[k] = -np.inf
+        self.splittable[k] = False
+
+    def isolate(self, k):
+        self.isolated.add(int(k))
+        self.stale.discard(int(k))
         self.history[k] = -np.inf
         self.splittable[k] = False
 
@@ -214,26 +243,41 @@ class ShardedClusters(Clusters):
         self.history[a] = -np.inf
         self.splittable[a] = False
         self.stale.difference_update((a, b))  # the merge sets the sub-labels of both
+        self.isolated.difference_update((a, b))
         self.edits.append(Edit("merge", a, b))
 
     def sync(self, remap=None):
         """Carry out the queued edits on the shards, give restarted clusters new sub-labels
         (random, or the sides of their principal axis: then the clusters' moments are
-        fetched first) and bring back their sub-cluster statistics; then ``remap``."""
+        fetched first), isolate the worst-explained point of isolated clusters (found first,
+        with the moments) and bring back their sub-cluster statistics; then ``remap``."""
         stale = [k for k in sorted(self.stale) if self.alive[k]]
-        if not (self.edits or stale or remap is not None):
+        isolated = [k for k in sorted(self.isolated) if self.alive[k]]
+        if not (self.edits or stale or isolated or remap is not None):
             return
         edits, self.edits = tuple(self.edits), []
         principal = [k for k in stale if self.principal and self.clusters.n[k] > 2]
-        axes = None
-        if principal:
-            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(principal)))
+        axes = points = None
+        if principal or isolated:
+            worst = (np.array(isolated), take_params(self.params, isolated)) if isolated else None
+            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(principal) if principal else None,
+                                                             worst=worst))
             edits = ()
-            _, mean, scatter = pooled_moments([p.moments for p in parts])
-            axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
-        restart = np.array(stale, dtype=np.int64) if stale else None
-        parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, remap=remap))
-        if stale:
+            if principal:
+                _, mean, scatter = pooled_moments([p.moments for p in parts])
+                axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
+            if isolated:
+                # the first of equals, as in-process: shards hold consecutive rows
+                lowest = np.array([p.worst[0] for p in parts])
+                shard = np.argmin(lowest, axis=0)
+                rows = np.array([p.worst[1] for p in parts])[shard, np.arange(len(isolated))]
+                points = (np.array(isolated), shard, rows)
+        restarted = stale + isolated
+        restart = np.array(restarted, dtype=np.int64) if restarted else None
+        parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, isolate=points,
+                                                         remap=remap))
+        if restarted:
             fam = self.family
             fam.set_stats(self.sub, subcluster_rows(restart), fam.sum_stats([p.restarted for p in parts]))
         self.stale.clear()
+        self.isolated.clear()

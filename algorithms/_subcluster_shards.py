@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .labelstep import sample_labels, sample_sublabels, sweep_keeping_clusters
+from .labelstep import sample_labels, sample_sublabels, sweep_keeping_clusters, take_params
 
 PREVIOUS_SHIFT = 32  #: shard labels: bits from here up hold the cluster before the draw
 _SUB_MASK = (1 << PREVIOUS_SHIFT) - 1
@@ -56,10 +56,11 @@ class Edit(NamedTuple):
 
 class Restructure(NamedTuple):
     """A map that edits the partition on the shards, in this order: ``edits``; moments of
-    clusters ``moments``; new sub-labels for clusters ``restart`` (random, except those in
-    ``principal``: the two sides of a given axis through a given mean); a tentative random
-    split ``propose`` = (cluster, new cluster, probability of going right); ``remap`` of the
-    cluster ids."""
+    clusters ``moments`` and the worst-explained point of clusters ``worst``; new sub-labels
+    for clusters ``restart`` (random, except those in ``principal``: the two sides of a given
+    axis through a given mean, and those in ``isolate``: one given point alone); a tentative
+    random split ``propose`` = (cluster, new cluster, probability of going right); ``remap``
+    of the cluster ids."""
 
     edits: tuple = ()
     moments: np.ndarray | None = None
@@ -67,6 +68,8 @@ class Restructure(NamedTuple):
     principal: tuple | None = None  #: (clusters, (R, D) means, (R, D) axes)
     propose: tuple | None = None
     remap: np.ndarray | None = None
+    worst: tuple | None = None  #: (clusters, the family's parameters of each)
+    isolate: tuple | None = None  #: (clusters, shard holding the point of each, its row there)
 
 
 class Restructured(NamedTuple):
@@ -75,6 +78,7 @@ class Restructured(NamedTuple):
     restarted: Any = None  #: statistics of the sub-clusters of ``restart`` (rows 2r, 2r+1)
     moments: tuple | None = None  #: (n, mean, centred scatter) of each cluster of ``moments``
     halves: Any = None  #: statistics of the two halves of the proposed random split
+    worst: tuple | None = None  #: (lowest log-likelihood, its row; inf and -1 if none) per cluster of ``worst``
 
 
 # ---- map functions (run where the shards are) -----------------------------------------------
@@ -124,7 +128,7 @@ def restructure(shard, payload: Restructure) -> Restructured:
         else:  # merge: the two old clusters become the sub-clusters of a
             in_a, in_b = z == a, z == b
             zs[in_a], zs[in_b], z[in_b] = 0, 1, a
-    moments = restarted = halves = None
+    moments = restarted = halves = worst = None
     if payload.moments is not None:
         R, D = len(payload.moments), X.shape[1]
         n, mean, scatter = np.zeros(R), np.zeros((R, D)), np.zeros((R, D, D))
@@ -135,6 +139,16 @@ def restructure(shard, payload: Restructure) -> Restructured:
                 centred = Xk - mean[r]
                 scatter[r] = centred.T @ centred
         moments = (n, mean, scatter)
+    if payload.worst is not None:
+        clusters, params = payload.worst
+        lowest, rows = np.full(len(clusters), np.inf), np.full(len(clusters), -1, dtype=np.int64)
+        for r, k in enumerate(clusters):
+            idx = np.flatnonzero(z == k)
+            if idx.size:
+                loglik = family.loglik(X[idx], take_params(params, [r]))[:, 0]
+                j = int(np.argmin(loglik))
+                lowest[r], rows[r] = loglik[j], idx[j]
+        worst = (lowest, rows)
     if payload.restart is not None:
         pos = _position(z, payload.restart)
         rows = np.flatnonzero(pos >= 0)
@@ -143,6 +157,11 @@ def restructure(shard, payload: Restructure) -> Restructured:
             for k, mean, axis in zip(*payload.principal):
                 idx = np.flatnonzero(z == k)
                 zs[idx] = ((X[idx] - mean) @ axis > 0).astype(np.int64)
+        if payload.isolate is not None:
+            for k, holder, row in zip(*payload.isolate):
+                zs[z == k] = 0
+                if holder == shard.index:
+                    zs[row] = 1
         restarted = family.stats(X[rows], 2 * pos[rows] + zs[rows], 2 * len(payload.restart))
     if payload.propose is not None:
         k, new, w_right = payload.propose
@@ -153,7 +172,7 @@ def restructure(shard, payload: Restructure) -> Restructured:
     if payload.remap is not None:
         z = payload.remap[z]
     shard.labels = 2 * z + zs
-    return Restructured(restarted, moments, halves)
+    return Restructured(restarted, moments, halves, worst)
 
 
 # ---- on the master ---------------------------------------------------------------------------

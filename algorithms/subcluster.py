@@ -14,6 +14,9 @@ statistics are additive). One step (the DPMMSubClusters schedule, docs/algorithm
    of its cluster; one pass of sufficient statistics;
 4. a cluster with an empty sub-cluster gets random sub-labels and restarts its burn-in;
 5. a sub-cluster split of every burnt-in cluster (docs/algorithms.md §5.3-§5.4), MH-accepted;
+   once a cluster's sub-labels have had a whole burn-in window, a rejected split restarts
+   them from the point the cluster explains worst (kept, they proposed the same rejected
+   split every step: chains stayed at one cluster on small real data, §5.4);
 6. ``random_moves`` random split/merge proposals with the thesis Hastings ratio and exact
    selection probabilities (docs/algorithms.md §5.5): the merges sub-cluster splits cannot make.
    Option ``merges="pairwise"`` makes DPMMSubClusters-style merges of every pair instead.
@@ -37,8 +40,8 @@ they make to the partition (split, merge, new sub-labels) are sent to the shards
 next map, which brings back the statistics the master does not know yet. The moves are the
 in-process ones, run on the same statistics (:meth:`SubClusters._moves`), so the chain is
 the same; only the random streams differ (every shard draws its own points'). A steady
-iteration is one map; one that restarts sub-clusters or proposes a random split needs one
-or two more.
+iteration is one map; one that restarts sub-clusters (also from their worst-explained point) or
+proposes a random split needs one or two more.
 
 Where things are: this module holds the samplers, their states and the Hastings ratios of
 their moves; :mod:`._subcluster_clusters` the clusters a step's moves edit (in process or
@@ -246,7 +249,7 @@ class SubClusters(Sampler):
         zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
         sub = fam.stats(X, 2 * z + zs, 2 * K)
         c = Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
-                     principal=self.params["subcluster_init"] == "principal")
+                     principal=self.params["subcluster_init"] == "principal", params=theta)
         self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters
@@ -283,7 +286,8 @@ class SubClusters(Sampler):
 
         # 4-6. moves decided from the statistics; their edits reach the shards at sync
         principal = self.params["subcluster_init"] == "principal" and isinstance(state.X, np.ndarray)
-        c = ShardedClusters(fam, shards, sub, state.history.copy(), state.splittable.copy(), principal=principal)
+        c = ShardedClusters(fam, shards, sub, state.history.copy(), state.splittable.copy(), principal=principal,
+                            params=draw.theta)
         self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters
@@ -359,6 +363,10 @@ class SubClusters(Sampler):
             if mh_accept(rng.random(), _split_log_ratio(alpha, nl, nr, Ll[k], Lr[k], L[k])):
                 info["accepted_splits"] += 1
                 c.split(k, c.subcluster(k, 1), rng)
+            elif np.isfinite(c.history[k]).all():
+                # sub-labels that have had a whole window since their last restart and still
+                # propose a rejected split are stuck in it: kept, they would propose it forever
+                c.isolate(k)
 
         # 6. merges (and random splits)
         if self.params["merges"] == "random":

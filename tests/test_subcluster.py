@@ -7,12 +7,19 @@ import math
 import numpy as np
 import pytest
 from scipy.special import gammaln
+from sklearn.datasets import load_wine
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
 
 from dpmmbench import algorithms
 from dpmmbench import datasets
 from dpmmbench.algorithms import exact
+from dpmmbench.algorithms._subcluster_clusters import Clusters, ShardedClusters
+from dpmmbench.algorithms._subcluster_shards import decode_labels
+from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.exact import exact_posterior
-from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters
+from dpmmbench.algorithms.families import NormalInverseWishart
+from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters, take_params
 from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
 from dpmmbench.algorithms.subcluster import _log_q_dircat, _split_log_ratio, random_split_log_ratio
 from conftest import PROBLEMS
@@ -129,6 +136,87 @@ def test_subclusters_split_from_one_cluster():
         n = np.bincount(state.labels)
         np.testing.assert_allclose(state.sub_stats.n.reshape(-1, 2).sum(axis=1), n)
     assert accepted >= 5 and len(np.unique(state.labels)) >= 8
+
+
+def wine_training_split():
+    """scikit-learn's wine (bundled with it): the standardised 75 % stratified training split,
+    and the estimator's default family for it. Collapsed Gibbs puts it in one large cluster
+    and a few outliers of their own: splitting off the worst outlier is favoured (log ratio
+    +13), every balanced split is not (the sub-clusters' settled split: -40)."""
+    data = load_wine()
+    train, _, _, _ = train_test_split(data.data, data.target, test_size=0.25, random_state=0, stratify=data.target)
+    X = StandardScaler().fit_transform(train)
+    return X, NormalInverseWishart.default_for(X)
+
+
+def first_split(sampler, X, limit=50):
+    """The step after which a chain started at one cluster first has several (None: not
+    within ``limit`` steps)."""
+    state = sampler.init(X, init_clusters=1)
+    for step in range(1, limit + 1):
+        state = sampler.step(state)
+        if state.info["n_clusters"] > 1:
+            return step
+    return None
+
+
+def test_no_seed_keeps_one_cluster_on_wine():
+    """Regression: the sub-clusters settled on a balanced split that was rejected, then stayed
+    there and proposed it, rejected, every step, so most seeds never left one cluster (264 of
+    these 300 within 50 steps). A rejected split now restarts them from the point the cluster
+    explains worst once they have had a whole burn-in window. A window of 2 keeps the test at
+    a couple of seconds; the default window is the slow test below."""
+    X, fam = wine_training_split()
+    late = [seed for seed in range(300)
+            if first_split(algorithms.make("subc", family=fam, seed=seed, burnin_window=2), X) is None]
+    assert late == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, shards", [("subc", 0), ("subc", 2), ("subc-supc", 0), ("subc-supc-approx", 0)])
+def test_no_seed_keeps_one_cluster_on_wine_with_default_options(name, shards):
+    X, fam = wine_training_split()
+    late = []
+    for seed in range(200):
+        backend = {"backend": SerialBackend(shards)} if shards else {}
+        if first_split(algorithms.make(name, family=fam, seed=seed, **backend), X) is None:
+            late.append(seed)
+    assert late == []
+
+
+def test_isolating_on_shards_is_isolating_in_process():
+    """The restart after a rejected split: sub-cluster 1 becomes the one point the cluster's
+    parameters explain worst, the burn-in starts again; on three shards (the master finds the
+    point from each shard's worst) the same sub-labels and statistics as in process."""
+    X, fam = wine_training_split()
+    rng = np.random.default_rng(0)
+    z = (X[:, 0] > 0).astype(np.int64)
+    zs = rng.integers(0, 2, len(z))
+    theta = fam.sample_params(fam.stats(X, z, 2), rng)
+
+    def clusters(cls, *args, **kwargs):
+        return cls(fam, *args, fam.stats(X, 2 * z + zs, 4), np.zeros((2, 3)), np.ones(2, dtype=bool),
+                   principal=False, params=theta, **kwargs)
+
+    local = clusters(Clusters, X, z.copy(), zs.copy())
+    shards = SerialBackend(3).distribute(X, 2 * z + zs, 0, static={"family": fam}, n_points=len(z))
+    sharded = clusters(ShardedClusters, shards)
+    for c in (local, sharded):
+        c.isolate(0)
+        c.isolate(1)
+        assert (c.history == -np.inf).all() and not c.splittable.any()
+    sharded.sync()
+    for k in (0, 1):
+        members = np.flatnonzero(z == k)
+        worst = members[np.argmin(fam.loglik(X[members], take_params(theta, [k]))[:, 0])]
+        np.testing.assert_array_equal(members[local.zs[members] == 1], [worst])
+    got_z, got_zs = decode_labels(shards.gather_labels())
+    np.testing.assert_array_equal(got_z, z)
+    np.testing.assert_array_equal(got_zs, local.zs)
+    for got, want in zip(sharded.sub, fam.stats(X, 2 * z + local.zs, 4)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    for got, want in zip(local.sub, fam.stats(X, 2 * z + local.zs, 4)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
 
 
 def _log_sub_posterior(fam, X, members, alpha):
