@@ -287,17 +287,23 @@ def test_every_missing_peer_of_a_config_is_named_and_an_unknown_name_still_says_
 
 
 def test_a_missing_optional_peer_stops_the_workflow_before_any_job(tmp_path, monkeypatch):
-    """Snakemake itself, with dpgmm's library hidden (CI has every peer installed): the config
-    check stops it on the one line, not on "unknown algorithm 'dpgmm'"."""
-    hide_library(monkeypatch, "dpgmm")  # here too, for the registry's hint
-    cmd = [sys.executable, "-c", _WITHOUT, "dpgmm", *snakemake_cmd(tmp_path, "-n", "--configfile", str(PEERS))[3:]]
+    """Snakemake itself, with the peers' libraries hidden (CI has them all installed): the
+    config check stops it on one line naming each peer of peers.yaml and its install command,
+    not on "unknown algorithm 'dpgmm'"."""
+    libraries = ["bnpy", "bmcc", "dpgmm"]
+    for library in libraries:
+        hide_library(monkeypatch, library)  # here too, for the registry's hints
+    cmd = [sys.executable, "-c", _WITHOUT, ",".join(libraries),
+           *snakemake_cmd(tmp_path, "-n", "--configfile", str(PEERS))[3:]]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-3000:]
     assert "unknown algorithm" not in out
-    (line,) = [line for line in out.splitlines() if "'dpgmm'" in line]
-    assert line == ("config 'algorithms': algorithm 'dpgmm' needs the 'dpgmm' library, which is not installed; "
-                    + algorithms.missing()["dpgmm"]), out[-3000:]
+    missing = algorithms.missing()
+    expected = " | ".join(f"config 'algorithms': algorithm '{name}' needs the '{library}' library, which is not "
+                          f"installed; {missing[name]}"
+                          for name, library in [("bnpy-memovb", "bnpy"), ("bmcc", "bmcc"), ("dpgmm", "dpgmm")])
+    assert expected in out.splitlines(), out[-3000:]
     assert not (tmp_path / "results").exists()
 
 
