@@ -149,6 +149,9 @@ class Keep:
         self.state = self.sampler.step(state)
         return self.state
 
+    def step_info(self, state):  # the trace's per-step columns
+        return self.sampler.step_info(state)
+
 
 def run(name, backend, iterations, seed=4, **options):
     """Trace and last state of ``name`` on the test data set, through the driver."""
