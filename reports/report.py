@@ -15,9 +15,10 @@ table, each algorithm's own per-step columns and the environment. Figures are PN
 as base64 and the style sheet is inline, so the file opens offline and can be mailed as is.
 The same inputs give the same bytes.
 
-How it is made: this module gathers the data, :mod:`reports._sections` turns it into the
-data of each section (values formatted by :mod:`reports._format`), and the Jinja2 template
-``templates/report.html.j2`` holds the page's whole structure, escaping every value it places.
+How it is made: this module gathers the data; :mod:`reports._dataset` (a dataset's section)
+and :mod:`reports._sections` (the others) turn it into each section's data, tables of cells
+(:mod:`reports._cells`) whose values :mod:`reports._format` wrote as text; the Jinja2 template
+``templates/report.html.j2`` holds the page's whole structure and escapes every value it places.
 """
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ from pathlib import Path
 
 import jinja2
 
+from . import _dataset
 from . import _sections as sections
-from . import chains
+from . import chains, costmodel, figures
 from . import claims as claims_mod
-from . import costmodel
-from . import figures
-from ._sections import REFERENCE, communication_table, speedup_table
+from ._dataset import REFERENCE, speedup_table
+from ._sections import communication_table
 from .runs import label_order, read_runs, step_times
 
 __all__ = ["build_report", "speedup_table", "communication_table", "REFERENCE", "ASV_HTML", "TEMPLATES"]
@@ -97,7 +98,7 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     datasets = []
     for i, name in enumerate(names):
         here = frame[frame["dataset"] == name]
-        datasets.append(sections.dataset(i, name, here, runs[runs["dataset"] == name], step_times(here), order,
+        datasets.append(_dataset.dataset(i, name, here, runs[runs["dataset"] == name], step_times(here), order,
                                          styles, network, stats[stats["dataset"] == name], target_tolerance))
     page = render(
         header=sections.header(runs, names, order), reference=REFERENCE,
