@@ -28,12 +28,15 @@ class Clusters:
     cluster and whether it still exists. Clusters are only appended or marked dead; the
     step compacts at the end."""
 
-    def __init__(self, family, X, z, zs, sub, history, splittable, group=None, principal=False, params=None):
+    def __init__(self, family, X, z, zs, sub, history, splittable, group=None, principal=False, params=None,
+                 isolated=None):
         self.family, self.X, self.z, self.zs = family, X, z, zs
         self.principal = principal
         self.params = params  #: the family's parameters of the step's clusters (read by :meth:`isolate`)
         self.sub, self.history, self.splittable = sub, history, splittable
         K = len(splittable)
+        #: sub-labels last started from one point (:meth:`isolate`), not by :meth:`restart` or a merge
+        self.isolated = np.zeros(K, dtype=bool) if isolated is None else isolated
         self.alive = np.ones(K, dtype=bool)
         self.group = np.zeros(K, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
 
@@ -94,6 +97,7 @@ class Clusters:
         self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
+        self.isolated[k] = False
 
     def isolate(self, k):
         """New sub-labels for cluster k after its sub-cluster split was rejected: sub-cluster 1
@@ -113,6 +117,7 @@ class Clusters:
         self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
+        self.isolated[k] = True
 
     def split(self, k, moved, rng):
         """Points ``moved`` of cluster k form a new cluster; both restart."""
@@ -120,6 +125,7 @@ class Clusters:
         self.sub = self.family.pad_stats(self.sub, 2 * (new + 1))
         self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
         self.splittable = np.append(self.splittable, False)
+        self.isolated = np.append(self.isolated, False)
         self.alive = np.append(self.alive, True)
         self.group = np.append(self.group, self.group[k])
         self.z[moved] = new
@@ -139,6 +145,7 @@ class Clusters:
         self.alive[b] = False
         self.history[a] = -np.inf
         self.splittable[a] = False
+        self.isolated[a] = False
 
     def pairs(self):
         """Unordered pairs of living clusters in the same super-cluster."""
@@ -161,12 +168,13 @@ class ShardedClusters(Clusters):
     with the next map (:meth:`sync`, or a random split proposal). The sub-cluster statistics
     of a restarted cluster are unknown ("stale") until then; nothing reads them before."""
 
-    def __init__(self, family, shards, sub, history, splittable, principal, params=None):
-        super().__init__(family, None, None, None, sub, history, splittable, principal=principal, params=params)
+    def __init__(self, family, shards, sub, history, splittable, principal, params=None, isolated=None):
+        super().__init__(family, None, None, None, sub, history, splittable, principal=principal, params=params,
+                         isolated=isolated)
         self.shards = shards
         self.clusters = family.sum_pairs(sub)  #: statistics of every cluster (current even when stale)
         self.stale = set()
-        self.isolated = set()  #: clusters to :meth:`isolate` at sync (their statistics are stale too)
+        self.to_isolate = set()  #: clusters to :meth:`isolate` at sync (their statistics are stale too)
         self.edits = []
 
     def size(self, k):
@@ -179,7 +187,7 @@ class ShardedClusters(Clusters):
         return self.family.take_stats(self.clusters, np.asarray(ks))
 
     def log_marginals(self, ks):
-        if (self.stale | self.isolated).intersection(np.asarray(ks).tolist()):
+        if (self.stale | self.to_isolate).intersection(np.asarray(ks).tolist()):
             raise RuntimeError("sub-cluster statistics of restarted clusters are read before sync()")
         return super().log_marginals(ks)
 
@@ -188,15 +196,17 @@ class ShardedClusters(Clusters):
 
     def restart(self, k, rng, members=None):
         self.stale.add(int(k))
-        self.isolated.discard(int(k))
+        self.to_isolate.discard(int(k))
         self.history[k] = -np.inf
         self.splittable[k] = False
+        self.isolated[k] = False
 
     def isolate(self, k):
-        self.isolated.add(int(k))
+        self.to_isolate.add(int(k))
         self.stale.discard(int(k))
         self.history[k] = -np.inf
         self.splittable[k] = False
+        self.isolated[k] = True
 
     def _grow(self):
         K = self.K + 1
@@ -204,6 +214,7 @@ class ShardedClusters(Clusters):
         self.clusters = self.family.pad_stats(self.clusters, K)
         self.history = np.vstack([self.history, np.full(self.history.shape[1], -np.inf)])
         self.splittable = np.append(self.splittable, False)
+        self.isolated = np.append(self.isolated, False)
         self.alive = np.append(self.alive, True)
 
     def random_halves(self, k, w_right, rng):
@@ -242,8 +253,9 @@ class ShardedClusters(Clusters):
         self.alive[b] = False
         self.history[a] = -np.inf
         self.splittable[a] = False
+        self.isolated[a] = False
         self.stale.difference_update((a, b))  # the merge sets the sub-labels of both
-        self.isolated.difference_update((a, b))
+        self.to_isolate.difference_update((a, b))
         self.edits.append(Edit("merge", a, b))
 
     def sync(self, remap=None):
@@ -252,7 +264,7 @@ class ShardedClusters(Clusters):
         fetched first), isolate the worst-explained point of isolated clusters (found first,
         with the moments) and bring back their sub-cluster statistics; then ``remap``."""
         stale = [k for k in sorted(self.stale) if self.alive[k]]
-        isolated = [k for k in sorted(self.isolated) if self.alive[k]]
+        isolated = [k for k in sorted(self.to_isolate) if self.alive[k]]
         if not (self.edits or stale or isolated or remap is not None):
             return
         edits, self.edits = tuple(self.edits), []
@@ -280,4 +292,4 @@ class ShardedClusters(Clusters):
             fam = self.family
             fam.set_stats(self.sub, subcluster_rows(restart), fam.sum_stats([p.restarted for p in parts]))
         self.stale.clear()
-        self.isolated.clear()
+        self.to_isolate.clear()

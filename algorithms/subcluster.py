@@ -15,8 +15,9 @@ statistics are additive). One step (the DPMMSubClusters schedule, docs/algorithm
 4. a cluster with an empty sub-cluster gets random sub-labels and restarts its burn-in;
 5. a sub-cluster split of every burnt-in cluster (docs/algorithms.md §5.3-§5.4), MH-accepted;
    once a cluster's sub-labels have had a whole burn-in window, a rejected split restarts
-   them from the point the cluster explains worst (kept, they proposed the same rejected
-   split every step: chains stayed at one cluster on small real data, §5.4);
+   them, from the point the cluster explains worst and like a new cluster's in turn
+   (kept, they proposed the same rejected split every step: chains stayed at one cluster on
+   small real data, §5.4);
 6. ``random_moves`` random split/merge proposals with the thesis Hastings ratio and exact
    selection probabilities (docs/algorithms.md §5.5): the merges sub-cluster splits cannot make.
    Option ``merges="pairwise"`` makes DPMMSubClusters-style merges of every pair instead.
@@ -78,17 +79,19 @@ class SubclusterState(State):
     sub_stats: tuple | None = None  #: statistics of the 2K sub-clusters (rows 2k, 2k+1)
     history: np.ndarray | None = None  #: (K, W) recent L(left) + L(right); -inf = not yet
     splittable: np.ndarray | None = None  #: (K,) burnt-in clusters
+    isolated: np.ndarray | None = None  #: (K,) sub-labels last started from one point
 
 
 class ShardedSubclusterState(ShardedState):
     """Master state of ``subc`` on a backend: the sub-cluster statistics, burn-in monitor and
     splittable flags; the labels and sub-labels are gathered from the shards."""
 
-    def __init__(self, X, shards, rng, sub_stats, history, splittable):
+    def __init__(self, X, shards, rng, sub_stats, history, splittable, isolated):
         super().__init__(X, shards, rng)
         self.sub_stats = sub_stats  #: statistics of the 2K sub-clusters (rows 2k, 2k+1)
         self.history = history  #: (K, W) recent L(left) + L(right); -inf = not yet
         self.splittable = splittable  #: (K,) burnt-in clusters
+        self.isolated = isolated  #: (K,) sub-labels last started from one point
 
     @property
     def labels(self) -> np.ndarray:
@@ -214,7 +217,7 @@ class SubClusters(Sampler):
                 c.stale.update(range(K))
                 c.sync()
                 sub = c.sub
-            state = ShardedSubclusterState(X, shards, rng, sub, history, splittable)
+            state = ShardedSubclusterState(X, shards, rng, sub, history, splittable, np.zeros(K, dtype=bool))
             state.info = {"n_clusters": K, **shards.take_stats()}
             return state
         sub = self.family.stats(X, 2 * labels + zs, 2 * K)
@@ -223,7 +226,8 @@ class SubClusters(Sampler):
             for k in range(K):
                 c.restart(k, rng)
             zs, sub = c.zs, c.sub
-        return SubclusterState(X, labels, rng, sublabels=zs, sub_stats=sub, history=history, splittable=splittable)
+        return SubclusterState(X, labels, rng, sublabels=zs, sub_stats=sub, history=history, splittable=splittable,
+                               isolated=np.zeros(K, dtype=bool))
 
     def _step(self, state):
         if self.backend is not None:
@@ -249,7 +253,8 @@ class SubClusters(Sampler):
         zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
         sub = fam.stats(X, 2 * z + zs, 2 * K)
         c = Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
-                     principal=self.params["subcluster_init"] == "principal", params=theta)
+                     principal=self.params["subcluster_init"] == "principal", params=theta,
+                     isolated=state.isolated.copy())
         self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters
@@ -287,7 +292,7 @@ class SubClusters(Sampler):
         # 4-6. moves decided from the statistics; their edits reach the shards at sync
         principal = self.params["subcluster_init"] == "principal" and isinstance(state.X, np.ndarray)
         c = ShardedClusters(fam, shards, sub, state.history.copy(), state.splittable.copy(), principal=principal,
-                            params=draw.theta)
+                            params=draw.theta, isolated=state.isolated.copy())
         self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters
@@ -336,7 +341,7 @@ class SubClusters(Sampler):
     def _keep(self, state, c, keep, info):
         """The state keeps the clusters ``keep`` of ``c`` (in this order)."""
         state.sub_stats = self.family.take_stats(c.sub, subcluster_rows(keep))
-        state.history, state.splittable = c.history[keep], c.splittable[keep]
+        state.history, state.splittable, state.isolated = c.history[keep], c.splittable[keep], c.isolated[keep]
         info["n_clusters"] = len(keep)
         info["n_splittable"] = int(state.splittable.sum())
 
@@ -365,8 +370,14 @@ class SubClusters(Sampler):
                 c.split(k, c.subcluster(k, 1), rng)
             elif np.isfinite(c.history[k]).all():
                 # sub-labels that have had a whole window since their last restart and still
-                # propose a rejected split are stuck in it: kept, they would propose it forever
-                c.isolate(k)
+                # propose a rejected split are stuck in it: kept, they would propose it forever.
+                # The two starts take turns: the worst-explained point alone finds what the
+                # principal axis (or random halves) does not, an outlier's own cluster, and the
+                # other way round
+                if c.isolated[k]:
+                    c.restart(k, rng)
+                else:
+                    c.isolate(k)
 
         # 6. merges (and random splits)
         if self.params["merges"] == "random":

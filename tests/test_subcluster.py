@@ -163,9 +163,10 @@ def first_split(sampler, X, limit=50):
 def test_no_seed_keeps_one_cluster_on_wine():
     """Regression: the sub-clusters settled on a balanced split that was rejected, then stayed
     there and proposed it, rejected, every step, so most seeds never left one cluster (264 of
-    these 300 within 50 steps). A rejected split now restarts them from the point the cluster
-    explains worst once they have had a whole burn-in window. A window of 2 keeps the test at
-    a couple of seconds; the default window is the slow test below."""
+    these 300 within 50 steps). Once they have had a whole burn-in window, a rejected split
+    now restarts them, from the point the cluster explains worst and like a new cluster's in
+    turn. A window of 2 keeps the test at a couple of seconds; the default window is the slow
+    test below."""
     X, fam = wine_training_split()
     late = [seed for seed in range(300)
             if first_split(algorithms.make("subc", family=fam, seed=seed, burnin_window=2), X) is None]
@@ -185,9 +186,10 @@ def test_no_seed_keeps_one_cluster_on_wine_with_default_options(name, shards):
 
 
 def test_isolating_on_shards_is_isolating_in_process():
-    """The restart after a rejected split: sub-cluster 1 becomes the one point the cluster's
-    parameters explain worst, the burn-in starts again; on three shards (the master finds the
-    point from each shard's worst) the same sub-labels and statistics as in process."""
+    """One restart after a rejected split: sub-cluster 1 becomes the one point the cluster's
+    parameters explain worst, the burn-in starts again, and the cluster remembers it (its next
+    restart is the other kind); on three shards (the master finds the point from each shard's
+    worst) the same sub-labels and statistics as in process."""
     X, fam = wine_training_split()
     rng = np.random.default_rng(0)
     z = (X[:, 0] > 0).astype(np.int64)
@@ -204,7 +206,7 @@ def test_isolating_on_shards_is_isolating_in_process():
     for c in (local, sharded):
         c.isolate(0)
         c.isolate(1)
-        assert (c.history == -np.inf).all() and not c.splittable.any()
+        assert (c.history == -np.inf).all() and not c.splittable.any() and c.isolated.all()
     sharded.sync()
     for k in (0, 1):
         members = np.flatnonzero(z == k)
