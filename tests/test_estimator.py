@@ -116,7 +116,8 @@ def test_subc_finds_several_clusters_on_digits_and_wine_at_random_state_0():
     (PCA to 10 dimensions) and on wine, where collapsed Gibbs finds several. Its sub-clusters
     had settled on a split that was rejected every iteration (digits: 1,345 points and 2;
     wine: 96 and 37, while splitting off one outlier is favoured); a rejected split now
-    restarts them from the point the cluster explains worst (docs/algorithms.md §5.4)."""
+    restarts them, from the point the cluster explains worst and like a new cluster's in turn
+    (docs/algorithms.md §5.4)."""
     digits, wine = load_digits(), load_wine()
     sets = {"digits": standardised_training_split(PCA(10, random_state=0).fit_transform(digits.data),
                                                   digits.target),
