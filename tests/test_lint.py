@@ -41,8 +41,12 @@ def _pip_lines(dependencies):
     return [line for dep in dependencies if isinstance(dep, dict) for line in dep.get("pip", [])]
 
 
+# The rules' lint is the same whatever the config: the fast loop lints with the default config,
+# and parses every paper config in its dry run (tests/test_workflow.py); the slow tests lint
+# with each paper config too.
 @pytest.mark.parametrize("config", [pytest.param(None, id="default"),
-                                    *(pytest.param(c, id=c.name, marks=needs_config(c)) for c in PAPER_CONFIGS)])
+                                    *(pytest.param(c, id=c.name, marks=[needs_config(c), pytest.mark.slow])
+                                      for c in PAPER_CONFIGS)])
 def test_snakemake_lint_finds_nothing(config):
     """`snakemake --lint` at the repository root (the venv's Snakemake) exits 0 and prints no
     lint, with the default config and with each paper config (skipped where a config names

@@ -16,12 +16,14 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 from conftest import needs_config
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Pair, check_parameter
 from dpmmbench.reports.traces import read_trace
-from dpmmbench.workflows._config import check_algorithms
+from dpmmbench.workflows._config import check_algorithms, check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "workflows" / "config").glob("*.yaml"))
@@ -141,7 +143,7 @@ def test_smoke_config_end_to_end(smoke_run):
     assert "<section id='priors'>" in (workdir / "results/report/index.html").read_text()
 
 
-@pytest.mark.parametrize("edit, message", [
+BAD_CONFIGS = [
     ({"iteration": 5}, "iteration"),
     ({"iterations": 0}, "iterations"),
     ({"seeds": "zero"}, "seeds"),
@@ -159,16 +161,42 @@ def test_smoke_config_end_to_end(smoke_run):
     ({"heldout_draws": 0}, "heldout_draws"),
     ({"target_tolerance": 1.5}, "target_tolerance"),
     ({"target_tolerance": float("nan")}, "target_tolerance"),
-])
+]
+BAD_IDS = [f"{next(iter(edit))}-{i}" for i, (edit, _) in enumerate(BAD_CONFIGS)]
+
+
+def check_before_any_job(config):
+    """What the workflow does with a config before any job (the Snakefile, then
+    workflows/common.smk): the schema, then ``_config.check_config``."""
+    validate(config, str(ROOT / "workflows/schemas/config.schema.yaml"))
+    check_config(config)
+
+
+@pytest.mark.parametrize("edit, message", BAD_CONFIGS, ids=BAD_IDS)
+def test_bad_config_is_refused_naming_the_culprit(edit, message):
+    config = {**yaml.safe_load(SMOKE.read_text()), **edit}
+    with pytest.raises((WorkflowError, ValueError, TypeError)) as info:
+        check_before_any_job(config)
+    assert message in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit, message", BAD_CONFIGS, ids=BAD_IDS)
 def test_bad_config_stops_before_any_job(tmp_path, edit, message):
-    config = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
-    config.update(edit)
+    config = {**yaml.safe_load(SMOKE.read_text()), **edit}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
     res = snakemake(tmp_path, "--configfile", str(path))
     assert res.returncode != 0
     assert message in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("case", [3, 6], ids=["schema", "check_config"])
+def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, case):
+    """The end-to-end path of a case the schema refuses and one the config check refuses (all
+    of them run with the slow tests)."""
+    test_bad_config_stops_before_any_job(tmp_path, *BAD_CONFIGS[case])
 
 
 def test_config_schema_agrees_with_the_run_parameters():

@@ -1,21 +1,24 @@
-"""Values of a workflow config that its JSON schema cannot check.
+"""A workflow config: what its JSON schema cannot check, and the run grid it describes.
 
 The schema (``workflows/schemas/config.schema.yaml``) checks the config's shape and keys; a
 YAML float such as ``.nan`` or ``.inf`` passes any numeric bound of a JSON schema, and an
-integral float (``10.0``) passes ``type: integer``. :func:`check_algorithms` checks every
-algorithm name against the registry (an optional peer whose library is missing is named
-with the command that installs it), and :func:`check_values` checks every run
-parameter against its declared constraint (:data:`~dpmmbench.algorithms.constraints.RUN_PARAMETERS`,
-the one table of their bounds), parses every dataset name, and compares ``init_clusters``
-with each dataset's size where the name tells it without loading. The workflow calls it
-before any job (``workflows/common.smk``).
+integral float (``10.0``) passes ``type: integer``. :func:`check_config` is everything the
+workflow checks after the schema, before any job (``workflows/common.smk`` calls it):
+:func:`check_algorithms` checks every algorithm name against the registry (an optional peer
+whose library is missing is named with the command that installs it), :func:`check_values`
+checks every run parameter against its declared constraint
+(:data:`~dpmmbench.algorithms.constraints.RUN_PARAMETERS`, the one table of their bounds),
+parses every dataset name, and compares ``init_clusters`` with each dataset's size where the
+name tells it without loading; then the variants and the options. The grid's run names and
+what each run is (:func:`run_names`, :func:`run_spec`) are read here too, for the workflow
+and its check alike.
 """
 from __future__ import annotations
 
 from numbers import Integral
 
 from dpmmbench import algorithms, datasets
-from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Interval, check_value
+from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, Interval, check_value, resolve_options
 from dpmmbench.datasets.split import heldout_count
 from dpmmbench.reports.chains import check_tolerance
 
@@ -166,3 +169,106 @@ def check_values(config: dict) -> None:
             raise ValueError(f"config 'init_clusters' = {init_clusters} exceeds the training points of dataset "
                              f"{key!r} ({name}: {n} points, {n_train} after holding out test_fraction = "
                              f"{test_fraction}); use at most {n_train}")
+
+
+def selected_algorithms(config: dict) -> list[str]:
+    """Registry names selected by the config's ``algorithms``.
+
+    Parameters
+    ----------
+    config : dict
+        The workflow config.
+
+    Returns
+    -------
+    list of str
+        For ``"all"``, the suite's own samplers (peers, which fit some families only, are
+        named, or run as variants on the datasets they fit); else the list as it is (its
+        names are checked by :func:`check_algorithms`).
+    """
+    names = config["algorithms"]
+    if names == "all":
+        return [name for name in algorithms.available() if not algorithms.get(name).external]
+    return list(names)
+
+
+def variants(config: dict) -> dict:
+    """The config's ``variants``: run name -> ``{algorithm, options, ...}`` (empty if none)."""
+    return config.get("variants") or {}
+
+
+def run_spec(config: dict, name: str) -> dict:
+    """What the run called ``name`` (a registry name or a variant) is.
+
+    Parameters
+    ----------
+    config : dict
+        The workflow config.
+    name : str
+        A registry name or a variant name of the config.
+
+    Returns
+    -------
+    dict
+        ``algorithm`` (the registry name), ``options`` (the algorithm's ``options`` entry,
+        then the variant's), ``datasets``, ``iterations``, ``time_budget``, ``alpha`` and
+        ``alpha_prior`` (the variant's, else the config's, else the run defaults).
+    """
+    variant = variants(config).get(name, {})
+    algorithm = variant.get("algorithm", name)
+    return {
+        "algorithm": algorithm,
+        "options": {**config.get("options", {}).get(algorithm, {}), **variant.get("options", {})},
+        "datasets": variant.get("datasets", list(config["datasets"])),
+        "iterations": variant.get("iterations", config["iterations"]),
+        "time_budget": variant.get("time_budget", config.get("time_budget")),
+        "alpha": variant.get("alpha", config.get("alpha", RUN_DEFAULTS["alpha"])),
+        "alpha_prior": variant.get("alpha_prior", config.get("alpha_prior", RUN_DEFAULTS["alpha_prior"])),
+    }
+
+
+def run_names(config: dict) -> list[str]:
+    """Every algorithm column of the grid: the selected registry names, then the variants."""
+    return selected_algorithms(config) + list(variants(config))
+
+
+def check_config(config: dict) -> None:
+    """Everything the workflow checks before any job, after the schema (``workflows/common.smk``).
+
+    Unknown algorithm names and optional peers that are not installed
+    (:func:`check_algorithms`), run parameters and dataset names (:func:`check_values`),
+    variants that clash with a registry name or name an unknown dataset key, an empty grid,
+    unknown option names and bad option values.
+
+    Parameters
+    ----------
+    config : dict
+        The workflow config, after ``snakemake.utils.validate`` against the schema.
+
+    Raises
+    ------
+    TypeError, ValueError
+        The first problem; the message names its config key and the culprit.
+    """
+    check_algorithms(config)
+    check_values(config)
+    known = algorithms.available() + list(algorithms.missing())  # every registry name, installed or not
+    for name, variant in variants(config).items():
+        # a peer left out of "all" may be a variant of its own name (e.g. run on some datasets only)
+        if name in known and (variant["algorithm"] != name or name in selected_algorithms(config)):
+            raise ValueError(f"config 'variants': {name!r} is a registry algorithm; give the variant another name")
+        missing = [d for d in variant.get("datasets", []) if d not in config["datasets"]]
+        if missing:
+            raise ValueError(f"config 'variants': {name}: unknown dataset key(s) {missing}; "
+                             f"the config's datasets are {list(config['datasets'])}")
+    names = run_names(config)
+    if not names:
+        raise ValueError("config selects no run: 'algorithms' is empty and there are no 'variants'")
+    for name in names:
+        spec = run_spec(config, name)
+        cls = algorithms.get(spec["algorithm"])
+        where = f"config 'variants': {name}" if name in variants(config) else f"config 'options': {name}"
+        try:
+            resolve_options(cls.name, cls.options, spec["options"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None

@@ -7,8 +7,8 @@ import sys
 from snakemake.settings.types import DeploymentMethod
 
 from dpmmbench import algorithms
-from dpmmbench.algorithms.constraints import RUN_DEFAULTS, resolve_options
-from dpmmbench.workflows._config import check_algorithms, check_values
+from dpmmbench.algorithms.constraints import RUN_DEFAULTS
+from dpmmbench.workflows import _config
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
@@ -25,35 +25,18 @@ else:
 
 
 def selected_algorithms():
-    """Registry names selected by the config's ``algorithms``: "all" (the suite's own samplers;
-    peers, which fit some families only, are named, or run as variants on the datasets they
-    fit) or a list (its names checked by ``check_config``)."""
-    names = config["algorithms"]
-    if names == "all":
-        return [name for name in algorithms.available() if not algorithms.get(name).external]
-    return list(names)
+    """Registry names selected by the config's ``algorithms`` (``_config.selected_algorithms``)."""
+    return _config.selected_algorithms(config)
 
 
 def variants():
     """The config's ``variants``: run name -> {algorithm, options, ...}."""
-    return config.get("variants") or {}
+    return _config.variants(config)
 
 
 def run_spec(name):
-    """What the run called ``name`` (a registry name or a variant) is: its registry
-    algorithm, options (the algorithm's ``options`` entry, then the variant's), datasets,
-    iterations, time budget, alpha and alpha prior (the variant's, else the config's)."""
-    variant = variants().get(name, {})
-    algorithm = variant.get("algorithm", name)
-    return {
-        "algorithm": algorithm,
-        "options": {**config.get("options", {}).get(algorithm, {}), **variant.get("options", {})},
-        "datasets": variant.get("datasets", list(config["datasets"])),
-        "iterations": variant.get("iterations", config["iterations"]),
-        "time_budget": variant.get("time_budget", config.get("time_budget")),
-        "alpha": variant.get("alpha", config.get("alpha", RUN_DEFAULTS["alpha"])),
-        "alpha_prior": variant.get("alpha_prior", config.get("alpha_prior", RUN_DEFAULTS["alpha_prior"])),
-    }
+    """What the run called ``name`` is (``_config.run_spec``)."""
+    return _config.run_spec(config, name)
 
 
 def worker_counts(name):
@@ -68,7 +51,7 @@ def worker_counts(name):
 
 def run_names():
     """Every algorithm column of the grid: the selected registry names, then the variants."""
-    return selected_algorithms() + list(variants())
+    return _config.run_names(config)
 
 
 def trace_paths():
@@ -125,36 +108,6 @@ def target_tolerance_args():
     return f"--target-tolerance {shlex.quote(repr(float(config['target_tolerance'])))}"
 
 
-def check_config():
-    """Stop before any job on what the schema cannot see: unknown algorithm names and
-    optional peers that are not installed (``check_algorithms``: one line, naming each
-    missing peer and the command that installs it), run parameters outside their declared
-    constraints (NaN, infinity, an integral float), dataset names that do not parse or whose
-    known size is below init_clusters (``check_values``), unknown option names and bad
-    option values (each message names the culprit), variants that clash with a registry
-    name or name an unknown dataset key, an empty grid."""
-    check_algorithms(config)
-    check_values(config)
-    known = algorithms.available() + list(algorithms.missing())  # every registry name, installed or not
-    for name, variant in variants().items():
-        # a peer left out of "all" may be a variant of its own name (e.g. run on some datasets only)
-        if name in known and (variant["algorithm"] != name or name in selected_algorithms()):
-            raise ValueError(f"config 'variants': {name!r} is a registry algorithm; give the variant another name")
-        missing = [d for d in variant.get("datasets", []) if d not in config["datasets"]]
-        if missing:
-            raise ValueError(f"config 'variants': {name}: unknown dataset key(s) {missing}; "
-                             f"the config's datasets are {list(config['datasets'])}")
-    names = run_names()
-    if not names:
-        raise ValueError("config selects no run: 'algorithms' is empty and there are no 'variants'")
-    for name in names:
-        spec = run_spec(name)
-        cls = algorithms.get(spec["algorithm"])
-        where = f"config 'variants': {name}" if name in variants() else f"config 'options': {name}"
-        try:
-            resolve_options(cls.name, cls.options, spec["options"])
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: {exc}") from None
-
-
-check_config()
+# Stop before any job on what the schema cannot see (``_config.check_config``: names, values,
+# variants, options; each message names the culprit).
+_config.check_config(config)
