@@ -176,7 +176,8 @@ def test_sharded_sampler_against_learned_alpha_posterior(name, request):
                         f"vs {res.alpha_exact:.4f} (threshold {res.alpha_threshold:.4f})")
 
 
-@pytest.mark.parametrize("name", PEERS)
+# dpgmm's sweeps take tens of seconds at this budget (its PyTorch overhead per point): a slow test
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "dpgmm" else n for n in PEERS])
 def test_peer_distance_to_the_exact_posterior_is_reported(name, problem, request):
     label, X, fam, alpha = problem
     if not isinstance(fam, algorithms.get(name).families or type(fam)):
