@@ -130,6 +130,14 @@ def needs_config(path):
     return needs(*algorithm_names(yaml.safe_load(Path(path).read_text())))
 
 
+@pytest.fixture(scope="module")
+def scheduler(client):
+    """The address of the module's cluster (:func:`client`), for driver runs that need a
+    cluster, not one of their own: an embedded cluster takes seconds to start, and the
+    tests of the embedded ones (tests/test_cluster.py, the command-line tests) start theirs."""
+    return client.scheduler.address
+
+
 def refuse(what: str):
     """A stand-in for a function that a test forbids (e.g. ``cluster._local_cluster``): calling
     it fails the test, saying ``what`` happened. It raises pytest's failure, a BaseException,

@@ -54,7 +54,9 @@ def benchmark_classes():
         module = importlib.import_module(f"benchmarks.{info.name}")
         for name, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and bench_methods(cls):
-                found.append(pytest.param(cls, id=f"{info.name}.{name}"))
+                # the speed-up benchmark starts a Dask cluster per worker count: a slow test
+                slow = [pytest.mark.slow] if name == "DaskSpeedup" else []
+                found.append(pytest.param(cls, id=f"{info.name}.{name}", marks=slow))
     return found
 
 
@@ -84,6 +86,7 @@ def test_benchmark_runs_on_tiny_params(cls):
                 bench.teardown(*params)
 
 
+@pytest.mark.slow  # the peers benchmark end to end
 def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
     """``python -m benchmarks.peers``'s core on a tiny problem: two methods to the target, one at
     equal time with its held-out score, the optional peers reported as not installed (here the

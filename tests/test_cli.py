@@ -174,14 +174,6 @@ def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch, ext):
 
 
 # ---- run by names and the scheduler --------------------------------------------------------
-@pytest.fixture(scope="module")
-def scheduler(client):
-    """The address of one cluster for the runs of this module that need a cluster, not one
-    of their own (an embedded cluster takes seconds to start; tests/test_cluster.py and the
-    command-line tests below check the embedded ones)."""
-    return client.scheduler.address
-
-
 def test_run_records_provenance(scheduler):
     df, meta = driver.run(driver.RunSpec("fsd", "synth-chang2013?n=200", 3, seed=2, options={"truncation": 20},
                                          scheduler=scheduler))
@@ -265,21 +257,6 @@ def test_parse_option():
         parse_option("novalue")
 
 
-def test_cli_end_to_end_subprocess(tmp_path):
-    out = tmp_path / "results" / "trace.parquet"
-    cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", "run", "--algorithm", "gibbs",
-           "--dataset", "synth-chang2013?n=500", "--iterations", "3", "--seed", "1",
-           "--out", str(out), "--option", "scan=fixed"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    df, meta = read_trace(out)
-    assert list(df.columns[:len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
-    assert df["iteration"].tolist() == [0, 1, 2, 3]
-    assert meta["options"] == {"scan": "fixed"} and meta["dataset"] == "synth-chang2013?n=500"
-    assert meta["command"][:2] == ["dpmmbench", "run"]
-    assert "\r" not in proc.stderr  # no progress bar when stderr is not a terminal
-
-
 def test_cli_list(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
@@ -351,29 +328,37 @@ def test_cli_unreachable_scheduler_subprocess(tmp_path):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-def test_cli_threads_name_and_stale_temporaries_subprocess(tmp_path):
-    out = tmp_path / "traces" / "trace.csv"
+def test_cli_end_to_end_subprocess(tmp_path):
+    """The real command, one run: its trace and metadata (the option, the threads, the run's
+    own name), no progress bar off a terminal, and the stale temporaries of a killed writer
+    removed while every other file is kept."""
+    out = tmp_path / "traces" / "trace.parquet"
     out.parent.mkdir()
     # What a SIGKILL during atomic_write leaves behind (trace and sidecar), a neighbour's,
     # and user files that look like temporaries.
     pid = dead_pid()
-    stale = [out.parent / f".trace.csv.dpmmbench-tmp-{pid}-0badc0de",
-             out.parent / f".trace.csv.meta.json.dpmmbench-tmp-{pid}-0badc0de"]
-    kept = [out.parent / f".other.csv.dpmmbench-tmp-{pid}-0badc0de", out.parent / ".trace.csv.4242.0badc0de.tmp",
-            out.parent / "trace.csv.tmp", out.parent / ".trace.csv.swp"]
+    stale = [out.parent / f".trace.parquet.dpmmbench-tmp-{pid}-0badc0de",
+             out.parent / f".trace.parquet.meta.json.dpmmbench-tmp-{pid}-0badc0de"]
+    kept = [out.parent / f".other.csv.dpmmbench-tmp-{pid}-0badc0de", out.parent / ".trace.parquet.4242.0badc0de.tmp",
+            out.parent / "trace.parquet.tmp", out.parent / ".trace.parquet.swp"]
     for path in stale + kept:
         path.write_bytes(b"partial")
         age(path)
-    cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", *BASE, "--algorithm", "gibbs", "--threads", "2",
-           "--name", "gibbs-two-threads", "--out", str(out)]
+    cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", "run", "--algorithm", "gibbs",
+           "--dataset", "synth-chang2013?n=500", "--iterations", "3", "--seed", "1", "--threads", "2",
+           "--name", "gibbs-two-threads", "--out", str(out), "--option", "scan=fixed"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     df, meta = read_trace(out)
-    assert (df["algorithm"] == "gibbs-two-threads").all()
+    assert list(df.columns[:len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
+    assert df["iteration"].tolist() == [0, 1, 2, 3] and (df["algorithm"] == "gibbs-two-threads").all()
+    assert meta["options"] == {"scan": "fixed"} and meta["dataset"] == "synth-chang2013?n=500"
+    assert meta["command"][:2] == ["dpmmbench", "run"]
     assert meta["algorithm"] == "gibbs" and meta["name"] == "gibbs-two-threads" and meta["threads"] == 2
     assert meta["dask"]["threads_per_worker"] == 2 and meta["worker"]["numba_threads"] == 2
-    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, out.name + ".meta.json"]
-                                                                  + [p.name for p in kept])
+    assert "\r" not in proc.stderr  # no progress bar when stderr is not a terminal
+    # (a Parquet trace holds its metadata: no sidecar)
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name] + [p.name for p in kept])
     assert all(p.read_bytes() == b"partial" for p in kept)
 
 

@@ -138,8 +138,8 @@ def test_sklearn_bgm_caps_its_truncation_at_the_number_of_points():
     assert state.model.n_components == 8 and state.labels.max() < 8
 
 
-def test_sklearn_bgm_through_the_driver_records_its_settings():
-    trace, meta = driver.run(driver.RunSpec("sklearn-bgm", "synth-chang2013?n=400", 4, seed=2,
+def test_sklearn_bgm_through_the_driver_records_its_settings(scheduler):
+    trace, meta = driver.run(driver.RunSpec("sklearn-bgm", "synth-chang2013?n=400", 4, seed=2, scheduler=scheduler,
                                             options={"n_components": 12}))
     assert meta["external"] and not meta["exact"]
     assert meta["peer_settings"]["n_components"] == 12 and meta["peer_settings"]["weight_concentration_prior"] == 1.0
@@ -210,8 +210,8 @@ def test_bnpy_memovb_is_deterministic_from_the_seed_and_records_its_settings():
 
 
 @needs_bnpy
-def test_bnpy_memovb_through_the_driver():
-    trace, meta = driver.run(driver.RunSpec("bnpy-memovb", "synth-chang2013?n=400", 3, seed=0))
+def test_bnpy_memovb_through_the_driver(scheduler):
+    trace, meta = driver.run(driver.RunSpec("bnpy-memovb", "synth-chang2013?n=400", 3, seed=0, scheduler=scheduler))
     assert meta["external"] and meta["peer_settings"]["method"].startswith("memoized VB")
     assert list(trace["iteration"]) == [0, 1, 2, 3] and trace["log_joint"].map(np.isfinite).all()
     assert np.isfinite(meta["heldout_lpd"])
@@ -259,8 +259,8 @@ def test_bmcc_recovers_separated_blobs_deterministically():
 
 
 @needs_bmcc
-def test_bmcc_through_the_driver():
-    trace, meta = driver.run(driver.RunSpec("bmcc", "synth-chang2013?n=400", 3, seed=0))
+def test_bmcc_through_the_driver(scheduler):
+    trace, meta = driver.run(driver.RunSpec("bmcc", "synth-chang2013?n=400", 3, seed=0, scheduler=scheduler))
     assert meta["external"] and meta["peer_settings"]["method"].startswith("collapsed Gibbs")
     assert list(trace["iteration"]) == [0, 1, 2, 3] and trace["log_joint"].map(np.isfinite).all()
 
@@ -270,6 +270,7 @@ needs_dpgmm = needs("dpgmm")
 
 
 @needs_dpgmm
+@pytest.mark.slow  # dpgmm's sweeps take seconds each (PyTorch per point)
 def test_dpgmm_recovers_separated_blobs_and_reports_its_objective_and_alpha():
     from sklearn.metrics import normalized_mutual_info_score
 
@@ -353,10 +354,11 @@ def test_dpgmm_settings_and_what_it_refuses():
 
 
 @needs_dpgmm
-def test_dpgmm_through_the_driver_and_in_the_list(capsys):
+def test_dpgmm_through_the_driver_and_in_the_list(capsys, scheduler):
     from dpmmbench.workflows.cli import main
 
-    trace, meta = driver.run(driver.RunSpec("dpgmm", "synth-chang2013?n=400", 3, seed=0, options={"batch_size": 4}))
+    trace, meta = driver.run(driver.RunSpec("dpgmm", "synth-chang2013?n=400", 3, seed=0, options={"batch_size": 4},
+                                            scheduler=scheduler))
     assert meta["external"] and not meta["exact"]
     settings = meta["peer_settings"]
     assert settings["method"].startswith("collapsed Gibbs") and settings["batch_size"] == 4

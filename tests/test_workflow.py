@@ -23,7 +23,7 @@ from conftest import needs_config
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Pair, check_parameter
 from dpmmbench.reports.traces import read_trace
-from dpmmbench.workflows._config import check_algorithms, check_config
+from dpmmbench.workflows._config import algorithm_names, check_algorithms, check_config, run_names
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "workflows" / "config").glob("*.yaml"))
@@ -74,7 +74,28 @@ def test_a_config_file_replaces_the_default_config(tmp_path):
     assert not (set(default["datasets"]) - set(config["datasets"])) & set(re.findall(r"results/traces/([^/]+)/", res.stdout))
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=needs_config(p)) for p in CONFIGS])
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_every_config_passes_the_check_before_any_job_and_names_its_grid(path):
+    """In-process, what the workflow checks of each config (the schema, then check_config),
+    and its grid: the runs below plan exactly these."""
+    config = yaml.safe_load(path.read_text())
+    missing = {name for name in algorithm_names(config) if name in algorithms.missing()}
+    if missing:  # the config check names them (test_a_missing_optional_peer_...)
+        with pytest.raises(ValueError, match="not installed"):
+            check_before_any_job(config)
+        return
+    check_before_any_job(config)
+    assert sorted(run_names(config)) == sorted({name for _, name, _ in expected_grid(config)})
+
+
+#: configs whose Snakemake dry run is in the fast loop: the default, the smoke run's and the
+#: peers' (an optional peer named); the paper configs are parsed and checked above, and dry
+#: run with the slow tests
+DRY_RUN_FAST = {"default", "smoke", "peers"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[needs_config(p)] + (
+    [] if p.stem in DRY_RUN_FAST else [pytest.mark.slow])) for p in CONFIGS])
 def test_every_config_dry_runs_its_grid_without_downloading(tmp_path, path):
     config = yaml.safe_load(path.read_text())
     data = tmp_path / "data"  # where a fetch would put its downloads
