@@ -19,7 +19,7 @@ from dpmmbench.reports.traces import TRACE_COLUMNS, read_trace, remove_stale_tem
 from dpmmbench.workflows import cluster, driver
 from dpmmbench.workflows.cli import main, parse_option
 from dpmmbench.workflows.driver import run_chain
-from hostile_cli import run_cli
+from hostile_cli import own_files, plant_user_files, run_cli, user_files_intact
 
 REPO = Path(__file__).resolve().parent.parent
 UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
@@ -330,25 +330,29 @@ def test_cli_unreachable_scheduler_subprocess(tmp_path):
 
 def test_cli_end_to_end_subprocess(tmp_path):
     """The real command, one run: its trace and metadata (the option, the threads, the run's
-    own name), no progress bar off a terminal, and the stale temporaries of a killed writer
-    removed while every other file is kept."""
-    out = tmp_path / "traces" / "trace.parquet"
-    out.parent.mkdir()
+    own name), no progress bar off a terminal, the stale temporaries of a killed writer
+    removed and every file of the user's kept (some named like temporaries, one like this
+    suite's of a live writer). It is also the positive control of the hostile command-line
+    tests (tests/test_hostile_cli.py): the watch sees the cluster a real run starts."""
+    folder = tmp_path / "traces"
+    planted = plant_user_files(folder)
+    out = folder / "trace.parquet"
     # What a SIGKILL during atomic_write leaves behind (trace and sidecar), a neighbour's,
     # and user files that look like temporaries.
     pid = dead_pid()
-    stale = [out.parent / f".trace.parquet.dpmmbench-tmp-{pid}-0badc0de",
-             out.parent / f".trace.parquet.meta.json.dpmmbench-tmp-{pid}-0badc0de"]
-    kept = [out.parent / f".other.csv.dpmmbench-tmp-{pid}-0badc0de", out.parent / ".trace.parquet.4242.0badc0de.tmp",
-            out.parent / "trace.parquet.tmp", out.parent / ".trace.parquet.swp"]
+    stale = [folder / f".trace.parquet.dpmmbench-tmp-{pid}-0badc0de",
+             folder / f".trace.parquet.meta.json.dpmmbench-tmp-{pid}-0badc0de"]
+    kept = [folder / f".other.csv.dpmmbench-tmp-{pid}-0badc0de", folder / ".trace.parquet.4242.0badc0de.tmp",
+            folder / "trace.parquet.tmp", folder / ".trace.parquet.swp"]
     for path in stale + kept:
         path.write_bytes(b"partial")
         age(path)
-    cmd = [sys.executable, "-m", "dpmmbench.workflows.cli", "run", "--algorithm", "gibbs",
-           "--dataset", "synth-chang2013?n=500", "--iterations", "3", "--seed", "1", "--threads", "2",
-           "--name", "gibbs-two-threads", "--out", str(out), "--option", "scan=fixed"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    planted.update((path.name, b"partial") for path in kept)
+    res = run_cli(["run", "--algorithm", "gibbs", "--dataset", "synth-chang2013?n=500", "--iterations", "3",
+                   "--seed", "1", "--threads", "2", "--name", "gibbs-two-threads", "--out", out,
+                   "--option", "scan=fixed"], cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.spawned > 0  # the cluster a real run starts
     df, meta = read_trace(out)
     assert list(df.columns[:len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
     assert df["iteration"].tolist() == [0, 1, 2, 3] and (df["algorithm"] == "gibbs-two-threads").all()
@@ -356,10 +360,10 @@ def test_cli_end_to_end_subprocess(tmp_path):
     assert meta["command"][:2] == ["dpmmbench", "run"]
     assert meta["algorithm"] == "gibbs" and meta["name"] == "gibbs-two-threads" and meta["threads"] == 2
     assert meta["dask"]["threads_per_worker"] == 2 and meta["worker"]["numba_threads"] == 2
-    assert "\r" not in proc.stderr  # no progress bar when stderr is not a terminal
-    # (a Parquet trace holds its metadata: no sidecar)
-    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name] + [p.name for p in kept])
-    assert all(p.read_bytes() == b"partial" for p in kept)
+    assert "\r" not in res.stderr  # no progress bar when stderr is not a terminal
+    # the stale pair is gone (a Parquet trace holds its metadata: no sidecar), the rest kept
+    assert own_files(folder, planted) == [out.name] and user_files_intact(folder, planted)
+
 
 
 def dead_pid() -> int:

@@ -354,6 +354,7 @@ def test_dpgmm_settings_and_what_it_refuses():
 
 
 @needs_dpgmm
+@pytest.mark.slow  # a worker imports PyTorch for it (seconds)
 def test_dpgmm_through_the_driver_and_in_the_list(capsys, scheduler):
     from dpmmbench.workflows.cli import main
 

@@ -178,7 +178,8 @@ def chains():
     return out
 
 
-@pytest.mark.parametrize("key", [("dirmult", 2), ("known-1d", 2), ("niw-2d", 2), ("known-1d", 3)],
+@pytest.mark.parametrize("key", [("dirmult", 2), ("known-1d", 2), ("niw-2d", 2),
+                                 pytest.param(("known-1d", 3), marks=pytest.mark.slow)],  # the longest: slow
                          ids=lambda k: f"{k[0]}-P{k[1]}")
 def test_one_step_leaves_the_augmented_joint_invariant(chains, key):
     """docs/algorithms.md §9.2 over (z, s): local step, global step and one full step each leave
