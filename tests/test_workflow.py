@@ -22,6 +22,7 @@ from snakemake.utils import validate
 from conftest import needs_config
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Pair, check_parameter
+from dpmmbench.reports.runs import variant_name
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows._config import algorithm_names, check_algorithms, check_config, run_names
 
@@ -125,7 +126,11 @@ def test_smoke_config_end_to_end(smoke_run):
     config = yaml.safe_load(SMOKE.read_text())
     summary = pd.read_csv(workdir / "results/summary.csv")
     runs = pd.read_csv(workdir / "results/runs.csv")
-    assert set(summary["algorithm"]) == set(runs["algorithm"]) == set(ours()) | set(config["variants"])
+    # a run's name: its variant's, else the registry name with the config's non-default options
+    named = {variant_name(name, config["options"].get(name, {})) for name in ours()}
+    assert set(summary["algorithm"]) == set(runs["algorithm"]) == named | set(config["variants"])
+    assert "fsd[truncation=20]" in named and set(summary["registry"]) == set(ours()) | {
+        v["algorithm"] for v in config["variants"].values()}
     assert len(runs) == len(expected_grid(config)) * len(config["seeds"])
     # one row per (dataset, algorithm, workers), over its chains, with the statistics' columns
     assert len(config["seeds"]) > 1 and len(summary) == len(expected_grid(config))
