@@ -24,7 +24,8 @@ this module replaces disagreed, the choice and its reason:
   run (same dataset, label and seed: counted twice, one chain would weigh double), are
   refused by every reader, not only by the report.
 - ``kind`` says what the method's chain is (:attr:`algorithms.base.Sampler.kind`): R-hat and
-  ESS describe samplers only (:mod:`reports.chains`).
+  ESS describe samplers only (:mod:`reports.chains`). The run's metadata records it; for older
+  traces the registry says, where the method is installed.
 
 >>> from pathlib import Path
 >>> from dpmmbench.reports.runs import read_runs
@@ -44,9 +45,6 @@ from .traces import COMM_COLUMNS, read_trace
 
 #: columns every trace must have to be read
 REQUIRED = ("algorithm", "dataset", "seed", "workers", "iteration", "time_s", "log_joint", "n_clusters", "vi")
-#: search-statistics columns (algorithms/search.py, one search per run): summed over the run's
-#: steps, ``queue_max`` its maximum
-SEARCH_COLUMNS = ("states_generated", "states_pushed", "states_popped", "queue_max")
 
 
 def read_runs(trace_paths):
@@ -77,9 +75,9 @@ def read_runs(trace_paths):
         predictive density per point; NaN where nothing was held out), ``external`` (a peer's
         run), ``status`` (``completed``, ``stopped: time budget`` or ``failed``), ``git_commit``
         and ``cpu_model`` (from the metadata; empty where absent), ``search_s`` (sampler time
-        at which a search finished, NaN for samplers), the mean per-step ``bytes_sent,
-        bytes_received, bytes, messages`` and, for searches, the search statistics
-        (:data:`SEARCH_COLUMNS`).
+        at which a search finished, NaN for samplers) and the mean per-step ``bytes_sent,
+        bytes_received, bytes, messages``. An algorithm's own per-step columns stay in
+        ``frame`` (the report's per-step section reads them by their declaration).
 
     Raises
     ------
@@ -120,7 +118,7 @@ def read_runs(trace_paths):
         trace = trace.assign(run=i, variant=variant, label=label)
         frames.append(trace)
         rows.append({"run": i, "path": str(path), "dataset": dataset, "algorithm": algorithm,
-                     "variant": variant, "label": label, "kind": method_kind(algorithm),
+                     "variant": variant, "label": label, "kind": meta.get("kind") or method_kind(algorithm),
                      "seed": seed, "workers": workers, "options": options, "meta": meta,
                      **_run_stats(trace, meta),
                      "learned_alpha": meta.get("alpha_prior") is not None,
@@ -254,10 +252,6 @@ def _run_stats(trace: pd.DataFrame, meta: dict) -> dict:
     for col in COMM_COLUMNS:
         stats[col] = float(steps[col].mean()) if col in steps and len(steps) else math.nan
     stats["bytes"] = stats["bytes_sent"] + stats["bytes_received"]
-    for col in SEARCH_COLUMNS:
-        if col in trace:
-            values = trace[col].dropna()
-            stats[col] = float(values.max() if col == "queue_max" else values.sum()) if len(values) else math.nan
     return stats
 
 

@@ -180,7 +180,7 @@ def test_run_records_provenance(scheduler):
     assert len(df) == 4 and (df["dataset"] == "synth-chang2013?n=200").all()
     assert df["vi"].notna().all()  # synthetic data carry ground truth
     assert meta["iterations"] == 3 and meta["options"] == {"truncation": 20}
-    assert meta["seed"] == 2 and meta["workers"] == 1 and meta["exact"] is False
+    assert meta["seed"] == 2 and meta["workers"] == 1 and meta["exact"] is False and meta["kind"] == "sampler"
     assert meta["dataset_meta"]["n"] == 200
     for key in ("numpy", "scipy", "numba", "dask", "pandas", "python"):
         assert meta["versions"][key]

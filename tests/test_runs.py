@@ -11,7 +11,7 @@ import pytest
 from dpmmbench import algorithms
 from dpmmbench.reports import chains, report
 from dpmmbench.reports.summary import read_runs, runs_table, summary_table
-from dpmmbench.reports.traces import trace_frame, write_trace
+from dpmmbench.reports.traces import read_trace, trace_frame, write_trace
 
 
 def _trace(name, seed, workers, log_joint, step_s, **columns):
@@ -136,3 +136,15 @@ def test_the_method_kind_comes_from_the_registry():
     assert {name: algorithms.get(name).kind for name in algorithms.available() if algorithms.get(name).external} \
         == {name: "variational" if name in ("sklearn-bgm", "bnpy-memovb") else "sampler"
             for name in algorithms.available() if algorithms.get(name).external}
+
+
+def test_the_method_kind_recorded_by_the_run_wins_where_the_method_is_not_installed(tmp_path):
+    # a peer that is not installed where the report is built: its traces still say what it is
+    paths = _flat_traces(tmp_path, "not-installed-here", [-1000.0, -1003.0, -1007.0], noise=1e-9)
+    assert set(read_runs(paths)[1]["kind"]) == {""}
+    for path in paths:
+        trace, meta = read_trace(path)
+        write_trace(trace, path, {**meta, "kind": "variational"})
+    frame, runs = read_runs(paths)
+    assert set(runs["kind"]) == {"variational"}
+    assert summary_table(frame, runs).iloc[0]["rhat_note"] == chains.NOT_A_SAMPLER["variational"]

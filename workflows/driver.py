@@ -459,6 +459,7 @@ def _provenance(spec, measured, status) -> dict:
         "algorithm": spec.algorithm,
         "name": spec.name or spec.algorithm,
         "exact": bool(sampler.exact),
+        "kind": sampler.kind,  # what its chain is: R-hat and ESS describe samplers only
         # a peer's own prior, truncation, initialisation and tolerances (docs/design.md "Peers")
         "external": bool(sampler.external),
         "peer_settings": sampler.settings() if sampler.external else None,
