@@ -38,6 +38,7 @@ def run_asv(*args, home: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=600)
 
 
+@pytest.mark.slow  # asv imports every benchmark module in a subprocess (~5 s)
 @pytest.mark.skipif(asv_executable() is None, reason="the asv executable is not installed")
 def test_asv_check_passes(tmp_path):
     check = run_asv("check", "-E", f"existing:{sys.executable}", home=tmp_path)

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = r"""
@@ -44,6 +46,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # compiles the sweep in a fresh process (~7 s)
 def test_gibbs_sweeps_have_the_logpred_kernel_compiled_in(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,

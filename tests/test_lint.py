@@ -103,6 +103,7 @@ def _probe(method):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a pip resolution in a subprocess (~4 s)
 def test_env_installs_this_package():
     """The pip section installs this checkout, editable, from the folder the workflow exports
     as DPMMBENCH_ROOT under --software-deployment-method conda (Snakemake copies the env file
