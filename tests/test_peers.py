@@ -370,3 +370,13 @@ def test_dpgmm_through_the_driver_and_in_the_list(capsys, scheduler):
     json.dumps(meta, default=str)
     assert main(["list"]) == 0
     assert "dpgmm                exact=False  peer" in capsys.readouterr().out
+
+
+@needs_dpgmm
+def test_dpgmm_refuses_data_whose_variance_single_precision_rounds_to_zero():
+    # found by the hostile-data property test: positive in float64, zero in dpgmm's float32,
+    # where its prior's Cholesky factorisation failed with torch's own error
+    X = np.array([[0.0], [4.144181491279191e-53]])
+    sampler = algorithms.make("dpgmm", family=NormalInverseWishart.default_for(np.array([[0.0], [1.0]])), seed=0)
+    with pytest.raises(ValueError, match="single precision"):
+        sampler.init(X)

@@ -107,9 +107,11 @@ class DpgmmGibbs(Peer):
         if len(X) < 2:
             raise ValueError(f"{self.name!r} needs at least 2 points (its prior's scale is the data's variance), "
                              f"got {len(X)}")
-        if not (np.var(X, axis=0) > 0).all():
-            raise ValueError(f"{self.name!r} needs data of positive variance in every coordinate (its prior's "
-                             "scale is their diagonal)")
+        # dpgmm computes in single precision: a variance that float32 rounds to (near) zero makes
+        # its prior's scale singular and its Cholesky factorisation fail
+        if not (np.var(np.asarray(X, dtype=np.float32).astype(np.float64), axis=0) > np.finfo(np.float32).tiny).all():
+            raise ValueError(f"{self.name!r} needs data of positive variance in every coordinate in single "
+                             "precision, as dpgmm computes (its prior's scale is their diagonal)")
         import torch
 
         seed = int(rng.integers(2**31 - 1))
