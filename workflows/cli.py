@@ -276,7 +276,8 @@ def _cmd_summarize(args) -> int:
     from pathlib import Path
 
     from dpmmbench.reports.chains import TARGET_TOLERANCE
-    from dpmmbench.reports.summary import read_runs, runs_table, summary_table
+    from dpmmbench.reports.runs import read_runs
+    from dpmmbench.reports.summary import runs_table, summary_table
     from dpmmbench.reports.traces import atomic_write
 
     outs = [Path(args.out)] + ([Path(args.runs)] if args.runs else [])
