@@ -245,12 +245,16 @@ def _checked_truth(family, X, truth):
 
 def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, truth=None,
                   init_clusters=RUN_DEFAULTS["init_clusters"], labels=None, progress=False, dataset="",
-                  workers=RUN_DEFAULTS["workers"], name=None) -> ChainResult:
+                  workers=RUN_DEFAULTS["workers"], name=None, timing=None) -> ChainResult:
     """The chain of :func:`run_chain` on validated ``X`` (and checked ``truth``), its scoring
     the runner's callback: every state's row is appended to ``rows`` as it is recorded (what a
     failed run leaves), and a copy of its ``(labels, alpha)`` to ``draws`` (a ``deque`` whose
-    ``maxlen`` keeps the last few), the initial state only while no step has run."""
+    ``maxlen`` keeps the last few), the initial state only while no step has run. The seconds
+    the callback takes (scoring, copies, progress) are added up in ``timing["score_s"]``, also
+    when the chain fails."""
     family = sampler.family
+    if timing is not None:
+        timing.setdefault("score_s", 0.0)
     fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
     from tqdm.auto import tqdm
 
@@ -258,6 +262,14 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
               disable=not progress, dynamic_ncols=True) as bar:
 
         def record(iteration, state, elapsed):
+            began = time.perf_counter()
+            try:
+                _record(iteration, state, elapsed)
+            finally:
+                if timing is not None:
+                    timing["score_s"] += time.perf_counter() - began
+
+        def _record(iteration, state, elapsed):
             z = state.labels
             # scored at the step's own alpha (the learned value when alpha has a prior)
             row = dict(fixed, iteration=iteration, time_s=elapsed,
@@ -327,7 +339,9 @@ def run(spec, *, out=None, progress=False):
         iterations actually run, backend, the Dask cluster (``dask``: scheduler, dashboard,
         workers, threads, start-up seconds) and the worker process the chain ran in
         (``worker``: pid, numba threads and cache use), package versions, CPU, git commit,
-        command line and start time (UTC); ``status``: ``"completed"``, or ``"stopped: time
+        command line, start and finish time (UTC; ``finished_utc`` to the millisecond), ``wall_s``
+        and ``score_s``, ``heldout_s`` (seconds spent scoring the states and the held-out points,
+        off the sampler's clock); ``status``: ``"completed"``, or ``"stopped: time
         budget"`` when the time budget ended the run early; ``alpha_prior``, ``test_fraction``,
         ``split_seed``, ``heldout_points`` (the size of the test part; ``n_points`` is the
         training part's), ``heldout_draws`` (the number of states scored) and
@@ -416,8 +430,10 @@ def run(spec, *, out=None, progress=False):
     measured.dask["shutdown_s"] = time.perf_counter() - finished
     if test is not None:
         # here, off the clock and the cluster: the draws came back with the trace
+        began = time.perf_counter()
         measured.split.update(heldout_draws=len(chain.draws),
                               heldout_lpd=heldout_lpd(data.family, train.X, chain.draws, test.X))
+        measured.split["heldout_s"] = time.perf_counter() - began
     status = "completed" if chain.stopped == "completed" else f"stopped: {chain.stopped}"
     return chain.trace, _provenance(spec, measured, status=status)
 
@@ -426,14 +442,16 @@ def run(spec, *, out=None, progress=False):
 class _Chain:
     """What :func:`_chain_task` brings back from where the chain ran: the trace (so far, when the
     chain failed), facts about the process (with the warm-up seconds), the exception that ended
-    the chain (None when it finished), the last states' ``(labels, alpha)`` and why it stopped
-    (:data:`algorithms.runner.STOP_REASONS`; None when it failed)."""
+    the chain (None when it finished), the last states' ``(labels, alpha)``, why it stopped
+    (:data:`algorithms.runner.STOP_REASONS`; None when it failed) and the seconds spent scoring
+    its states (the runner's callback, off the sampler's clock)."""
 
     trace: pd.DataFrame
     process: dict
     error: BaseException | None
     draws: list
     stopped: str | None
+    score_s: float = 0.0
 
 
 @dataclass
@@ -486,9 +504,15 @@ def _provenance(spec, measured, status) -> dict:
         "scheduler": measured.dask["scheduler"],
         "dask": measured.dask,
         "worker": {key: value for key, value in chain.process.items() if key != "warmup_s"},
+        # where the time outside the sampler went (reports/runs.py: a run's start-up): scoring
+        # every state, then the held-out points (0 when nothing was held out or the run failed)
+        "score_s": float(chain.score_s),
+        "heldout_s": float(measured.split.get("heldout_s", 0.0)),
         "wall_s": time.perf_counter() - measured.clock,
         "command": list(sys.argv),
         "started_utc": measured.started.isoformat(timespec="seconds"),
+        # to the millisecond: a workflow's timing places each job by its end (reports/runs.py)
+        "finished_utc": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         **environment(),
     }
 
@@ -538,18 +562,19 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
     X = sampler.family.validate(X)
     truth = _checked_truth(sampler.family, X, chain_args["truth"])
     warmup_s = warm_up(sampler, X, spec.init_clusters) if spec.warmup else None
-    rows, draws = [], deque(maxlen=spec.heldout_draws)
+    rows, draws, timing = [], deque(maxlen=spec.heldout_draws), {}
     try:
         result = _scored_chain(sampler, X, spec.iterations, spec.time_budget, rows, draws, truth=truth,
                                init_clusters=spec.init_clusters, progress=chain_args["progress"],
-                               dataset=chain_args["dataset"], workers=spec.workers, name=spec.name)
+                               dataset=chain_args["dataset"], workers=spec.workers, name=spec.name,
+                               timing=timing)
         error, stopped = None, result.stopped
     except Exception as exc:  # noqa: BLE001 - re-raised by the caller after keeping the rows
         if not rows:
             raise
         error, stopped = exc, None
     return _Chain(trace=trace_frame(rows), process=dict(process_facts(), warmup_s=warmup_s), error=error,
-                  draws=list(draws), stopped=stopped)
+                  draws=list(draws), stopped=stopped, score_s=timing.get("score_s", 0.0))
 
 
 def heldout_lpd(family, X, draws, X_test) -> float:
