@@ -26,6 +26,13 @@ this module replaces disagreed, the choice and its reason:
 - ``kind`` says what the method's chain is (:attr:`algorithms.base.Sampler.kind`): R-hat and
   ESS describe samplers only (:mod:`reports.chains`). The run's metadata records it; for older
   traces the registry says, where the method is installed.
+- **Start-up** (``startup_s``) is what a run's job cost beyond its work: the job's wall time
+  as Snakemake measured it (its ``benchmark:`` file, :func:`job_file`, which counts the
+  interpreter's start) minus the sampler time and the scoring time (every state's and the
+  held-out points', ``score_s`` + ``heldout_s`` in the metadata). It holds the process, the
+  cluster, the data, the warm-up and the trace's write. A run outside Snakemake has no job
+  file, so NaN; so has a job file that cannot be read or that cannot be this run's (shorter
+  than the run's own wall time), and ``timing_note`` says why; reading never fails on it.
 
 >>> from pathlib import Path
 >>> from dpmmbench.reports.runs import read_runs
@@ -34,6 +41,7 @@ this module replaces disagreed, the choice and its reason:
 """
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 
@@ -45,6 +53,10 @@ from .traces import COMM_COLUMNS, read_trace
 
 #: columns every trace must have to be read
 REQUIRED = ("algorithm", "dataset", "seed", "workers", "iteration", "time_s", "log_joint", "n_clusters", "vi")
+#: the folder of the workflow's job files (rule ``run_chain``'s ``benchmark:``), beside ``traces/``
+JOBS_FOLDER = "jobs"
+#: Snakemake writes a job's seconds with two decimals: a job file agrees with a run within this
+JOB_WALL_RESOLUTION_S = 0.005
 
 
 def read_runs(trace_paths):
@@ -76,8 +88,13 @@ def read_runs(trace_paths):
         run), ``status`` (``completed``, ``stopped: time budget`` or ``failed``), ``git_commit``
         and ``cpu_model`` (from the metadata; empty where absent), ``search_s`` (sampler time
         at which a search finished, NaN for samplers) and the mean per-step ``bytes_sent,
-        bytes_received, bytes, messages``. An algorithm's own per-step columns stay in
-        ``frame`` (the report's per-step section reads them by their declaration).
+        bytes_received, bytes, messages``; where the time went: ``score_s``, ``heldout_s``
+        (seconds spent scoring the states and the held-out points, from the metadata; NaN for
+        runs that predate them), ``job_wall_s`` (the job's wall time from its Snakemake job
+        file, :func:`job_file`), ``startup_s`` (``job_wall_s - time_s - score_s - heldout_s``,
+        see the module docstring) and ``timing_note`` (why either is NaN; empty otherwise).
+        An algorithm's own per-step columns stay in ``frame`` (the report's per-step section
+        reads them by their declaration).
 
     Raises
     ------
@@ -125,7 +142,8 @@ def read_runs(trace_paths):
                      "heldout_lpd": _number(meta.get("heldout_lpd")),
                      "external": bool(meta.get("external")),
                      "status": meta.get("status") or "", "git_commit": meta.get("git_commit") or "",
-                     "cpu_model": meta.get("cpu_model") or ""})
+                     "cpu_model": meta.get("cpu_model") or "",
+                     **_run_timing(path, meta, float(trace["time_s"].iloc[-1]))})
     frame = pd.concat(frames, ignore_index=True, sort=False)
     return frame, pd.DataFrame(rows)
 
@@ -253,6 +271,123 @@ def _run_stats(trace: pd.DataFrame, meta: dict) -> dict:
         stats[col] = float(steps[col].mean()) if col in steps and len(steps) else math.nan
     stats["bytes"] = stats["bytes_sent"] + stats["bytes_received"]
     return stats
+
+
+def job_file(trace_path) -> Path | None:
+    """Where the workflow keeps the Snakemake job file of the run that wrote ``trace_path``.
+
+    Rule ``run_chain`` writes ``results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet``
+    and its ``benchmark:`` file at the same place under ``results/jobs/`` with ``.tsv``. The
+    ``traces`` folder is the one four levels up (the workflow's layout), else the nearest
+    ancestor of that name.
+
+    Parameters
+    ----------
+    trace_path : str or os.PathLike
+
+    Returns
+    -------
+    pathlib.Path or None
+        The job file's path (which need not exist); None when the trace is under no
+        ``traces`` folder (not a workflow's run).
+
+    Examples
+    --------
+    >>> from dpmmbench.reports.runs import job_file
+    >>> job_file("results/traces/iris/gibbs/w1/seed0.parquet").as_posix()
+    'results/jobs/iris/gibbs/w1/seed0.tsv'
+    >>> job_file("run.csv") is None
+    True
+    """
+    path = Path(trace_path)
+    parents = path.parents
+    if len(parents) > 4 and parents[3].name == "traces":
+        root = parents[3]
+    else:
+        root = next((p for p in parents if p.name == "traces"), None)
+        if root is None:
+            return None
+    return root.parent / JOBS_FOLDER / path.relative_to(root).with_suffix(".tsv")
+
+
+def read_job_wall(path) -> float:
+    """The wall time of a job from its Snakemake ``benchmark:`` file.
+
+    The file is Snakemake's tab-separated table whose column ``s`` is the job's wall time
+    in seconds (two decimals), one row per execution; with ``repeat()`` the last row is the
+    execution whose outputs remain.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        The file is no such table, or its last ``s`` is not a finite number >= 0 (the
+        message says which).
+    """
+    path = Path(path)
+    try:
+        rows = list(csv.reader(path.read_text(encoding="utf-8").splitlines(), delimiter="\t"))
+    except FileNotFoundError:
+        raise
+    except (UnicodeDecodeError, OSError, csv.Error) as exc:
+        raise ValueError(f"job file {path} is not a Snakemake benchmark table: {exc}") from exc
+    if not rows:
+        raise ValueError(f"job file {path} is not a Snakemake benchmark table: it is empty")
+    header, body = rows[0], rows[1:]
+    if "s" not in header:
+        raise ValueError(f"job file {path} has no column 's' (columns: {header})")
+    if not body:
+        raise ValueError(f"job file {path} has no row")
+    if any(len(row) != len(header) for row in body):
+        raise ValueError(f"job file {path} is not a Snakemake benchmark table: a row's fields do not match "
+                         f"its {len(header)} columns")
+    text = body[-1][header.index("s")]
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"job file {path} gives {text!r} seconds, not a duration")
+    return seconds
+
+
+def _run_timing(path: Path, meta: dict, time_s: float) -> dict:
+    """A run's scoring seconds, its job's wall time and its start-up (see :func:`read_runs`)."""
+    score_s, heldout_s = _number(meta.get("score_s")), _number(meta.get("heldout_s"))
+    timing = {"score_s": score_s, "heldout_s": heldout_s, "job_wall_s": math.nan, "startup_s": math.nan,
+              "timing_note": ""}
+    where = job_file(path)
+    if where is None:
+        timing["timing_note"] = "no job file: a run outside the workflow"
+        return timing
+    try:
+        job_wall = read_job_wall(where)
+    except FileNotFoundError:
+        timing["timing_note"] = f"no job file {where}"
+        return timing
+    except ValueError as exc:
+        timing["timing_note"] = str(exc)
+        return timing
+    wall_s = _number(meta.get("wall_s"))
+    if job_wall + JOB_WALL_RESOLUTION_S < wall_s:
+        timing["timing_note"] = (f"job file {where} gives {job_wall:g} s, less than the run's own wall time "
+                                 f"({wall_s:.3f} s): not this run's job (an older one?)")
+        return timing
+    timing["job_wall_s"] = job_wall
+    if math.isnan(score_s) or math.isnan(heldout_s):
+        timing["timing_note"] = "the run's metadata has no score_s or heldout_s (it predates them)"
+    else:
+        timing["startup_s"] = job_wall - time_s - score_s - heldout_s
+    return timing
 
 
 def _number(value) -> float:
