@@ -9,24 +9,41 @@ Each claim declares its :class:`Scope`: the data size, sampler time and worker c
 which it applies (docs/design.md "Claims and verdicts"). Runs below the scope are still
 measured and shown, but only runs within it give "held" or "did not hold"; a grid with none
 gets "not decided at this budget" and a summary that names what it would take.
+
+A claim is decided on every *draw* of its data set, not on one: the runs whose data set has
+the same name but for its ``seed`` (:func:`draw_of`; ``synth-chang2013``,
+``synth-chang2013?seed=1`` and ``synth-chang2013?seed=2`` are three draws of one data set).
+Each draw within the scope gets the claim's criterion on its own runs; the claim held when it
+held on at least :data:`HOLD_FRACTION` of them (rounded up) and there were at least
+:data:`MIN_DRAWS`, so that one lucky or unlucky draw cannot decide it. With fewer draws it is
+not decided at this budget, and the summary gives each draw's outcome anyway.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 
 from dpmmbench import algorithms
+from dpmmbench.datasets import resolve
 
 HELD, FAILED, UNDECIDED, UNCHECKED = "held", "did not hold", "not decided at this budget", "could not be checked"
+
+#: a verdict needs at least this many draws of the data set within the claim's scope
+MIN_DRAWS = 3
+#: the claim held when it held on at least this fraction of those draws, rounded up (2 of 3,
+#: 3 of 4, 4 of 5): a single draw can neither make it hold nor fail
+HOLD_FRACTION = Fraction(2, 3)
 
 #: Chang & Fisher (2013): their samplers, the baselines they report stuck, and their data
 CHANG_SUBCLUSTER = ("subc", "subc-supc")
 CHANG_BASELINES = ("fsd", "gibbs", "gibbs-supercluster")
 CHANG_DATA = "synth-chang2013"
 #: a chain is at the plateau when its final log joint is within this fraction of |best| of
-#: the best final log joint of any run on the data set
+#: the best final log joint of any run on the draw
 PLATEAU_RTOL = 1e-3
 #: Daumé (2007): beam search with the inadmissible heuristic against these samplers
 DAUME_SEARCH, DAUME_HEURISTIC = "search", "inadmissible"
@@ -36,6 +53,76 @@ WANG_CONSOLIDATION = ("cons-prog", "cons-pooled", "cons-async", "cons-hung")
 WANG_COMPARATORS = ("auxvar", "subc")
 #: "orders of magnitude fewer bytes": at least this factor
 WANG_FACTOR = 10.0
+
+
+def draws_needed(n: int) -> int:
+    """How many of ``n`` draws within the scope must hold for the claim to hold.
+
+    Parameters
+    ----------
+    n : int
+        Draws of the data set within the claim's scope (a verdict needs :data:`MIN_DRAWS`).
+
+    Returns
+    -------
+    int
+        ``ceil(HOLD_FRACTION * n)``.
+
+    Examples
+    --------
+    >>> from dpmmbench.reports.claims import draws_needed
+    >>> [draws_needed(n) for n in (3, 4, 5, 6)]
+    [2, 3, 4, 4]
+    """
+    return math.ceil(HOLD_FRACTION * n)
+
+
+#: the draw rule in words, for each claim's criterion
+DRAW_RULE = (f"Decided on each draw of the data set (the same data set generated or sampled with another seed) "
+             f"within the scope: the claim held when it held on at least {draws_needed(MIN_DRAWS)} of "
+             f"{MIN_DRAWS} draws (on n draws, at least {HOLD_FRACTION.numerator}n/{HOLD_FRACTION.denominator}, "
+             f"rounded up) and did not hold when it held on fewer; with fewer than {MIN_DRAWS} draws within the "
+             f"scope it is not decided. Over several data sets, it held when it held on each one decided.")
+
+
+def draw_of(dataset: str) -> tuple:
+    """The data set that a run's data are a draw of, and the draw's seed.
+
+    Two names are draws of one data set when they differ in their ``seed`` alone; the
+    dataset's default seed is a draw too (the name without ``seed``). The name is read by the
+    datasets' own parser (:func:`datasets.resolve`).
+
+    Parameters
+    ----------
+    dataset : str
+        A run's dataset name, e.g. ``"synth-wang2017?scale=0.1&seed=2"``.
+
+    Returns
+    -------
+    data_set : str
+        The canonical name with the seed left out (at its default).
+    seed : int or None
+        The draw's seed; None for a dataset without a ``seed`` parameter (its one draw) and for
+        a name this build cannot parse (a plug-in that is not installed: its own data set).
+
+    Examples
+    --------
+    >>> from dpmmbench.reports.claims import draw_of
+    >>> draw_of("synth-chang2013?seed=2"), draw_of("synth-chang2013")
+    (('synth-chang2013', 2), ('synth-chang2013', 0))
+    >>> draw_of("synth-wang2017?seed=2&scale=0.1")
+    ('synth-wang2017?scale=0.1', 2)
+    >>> draw_of("digits?pca=50")
+    ('digits?pca=50', None)
+    """
+    try:
+        builder, params, canonical = resolve(dataset)
+    except ValueError:
+        return dataset, None
+    seed = next((p for p in builder.parameters if p.name == "seed"), None)
+    if seed is None:
+        return canonical, None
+    return builder.canonical_name({**params, "seed": seed.default}), int(params["seed"])
 
 
 @dataclass(frozen=True)
@@ -124,8 +211,86 @@ class Claim:
     verdict: str  #: HELD, FAILED, UNDECIDED or UNCHECKED
     summary: str  #: what was measured, or which runs are missing
     criterion: str = ""  #: how the verdict was decided
-    table: pd.DataFrame | None = None  #: the numbers behind the verdict
+    table: pd.DataFrame | None = None  #: the chains behind the verdict: a row per draw, method and seed
     scope: Scope | None = None  #: where the claim applies
+    draws: pd.DataFrame | None = None  #: a row per draw: its outcome and the numbers that decided it
+
+
+@dataclass
+class _Draw:
+    """What a claim's criterion made of one draw."""
+
+    dataset: str  #: the runs' dataset name
+    held: bool | None  #: None: not counted (the reason is ``why``)
+    text: str  #: what was measured there, with the numbers that decide it
+    why: str = ""  #: why it was not counted
+    numbers: dict = field(default_factory=dict)  #: the deciding numbers, for the draws table
+    compared: bool = True  #: False: the claim's samplers did not all run on it
+
+    @property
+    def data_set(self) -> str:
+        """The data set it is a draw of."""
+        return draw_of(self.dataset)[0]
+
+    @property
+    def label(self) -> str:
+        """Its name within the data set."""
+        return _draw_label(self.dataset)
+
+
+def _over_draws(found: list, scope: Scope):
+    """The verdict, summary and draws table of a claim from its draws' outcomes; None when no
+    draw ran the samplers the claim compares (the caller says what is missing)."""
+    if not any(d.compared for d in found):
+        return None
+    sets = {}
+    for d in found:
+        sets.setdefault(d.data_set, []).append(d)
+    decided, sentences, short_of_draws = [], [], False
+    below = [f"On {d.dataset}: {d.text} ({d.why})." for d in found if d.held is None and d.compared]
+    others = [f"On {d.dataset}: {d.why}." for d in found if not d.compared]
+    for data_set, draws in sets.items():
+        counted = [d for d in draws if d.held is not None]
+        n, k = len(counted), sum(bool(d.held) for d in counted)
+        if not n:
+            continue
+        outcomes = "; ".join(f"{d.label}: {HELD if d.held else FAILED}, {d.text}" for d in counted)
+        if n >= MIN_DRAWS:
+            ok = k >= draws_needed(n)
+            decided.append(ok)
+            sentences.append(f"On {data_set}, held on {k} of {n} draws ({outcomes}): "
+                             f"{HELD if ok else FAILED} (needs {draws_needed(n)} of {n}).")
+        else:
+            short_of_draws = True
+            sentences.append(f"On {data_set}, held on {k} of {n} draw{'s' if n > 1 else ''} ({outcomes}): not "
+                             f"decided, a verdict needs at least {MIN_DRAWS} draws within the scope"
+                             f"{_more_draws(data_set, draws)}.")
+    table = pd.DataFrame([{"data set": d.data_set, "draw": d.label,
+                           "outcome": (HELD if d.held else FAILED) if d.held is not None else f"not counted: {d.why}",
+                           **d.numbers} for d in found])
+    rest = (["Not counted:", *below] if below else []) + (["Not compared:", *others] if others else [])
+    if decided:
+        return (HELD if all(decided) else FAILED), " ".join(sentences + rest), table
+    if short_of_draws:
+        head = (f"Not decided at this budget: a verdict needs at least {MIN_DRAWS} draws of the data set within the "
+                f"claim's scope ({scope.describe()}).")
+        return UNDECIDED, " ".join([head, *sentences, *rest]), table
+    return UNDECIDED, scope.undecided(below + (["Not compared:", *others] if others else [])), table
+
+
+def _more_draws(data_set: str, draws: list) -> str:
+    """How to get the draws a data set lacks, in words (', e.g. name?seed=1 and name?seed=2')."""
+    counted = [d for d in draws if d.held is not None]
+    seeds = {draw_of(d.dataset)[1] for d in draws}
+    if seeds == {None}:
+        return " (this data set has no seed: it has one draw, so it cannot decide the claim alone)"
+    builder, params, _ = resolve(data_set)
+    missing, seed = [], 0
+    while len(missing) < MIN_DRAWS - len(counted):
+        if seed not in seeds:
+            missing.append(builder.canonical_name({**params, "seed": seed}))
+        seed += 1
+    return f"; run {len(missing)} more, e.g. {_names(missing)}"
 
 
 def check_claims(frame: pd.DataFrame, runs: pd.DataFrame) -> list:
@@ -151,148 +316,143 @@ def check_claims(frame: pd.DataFrame, runs: pd.DataFrame) -> list:
 # ---- Chang & Fisher 2013 ---------------------------------------------------------------------
 def chang2013(runs: pd.DataFrame) -> Claim:
     """Sub-cluster samplers reach the true clusters and the plateau; FSD, Gibbs and
-    super-cluster Gibbs stay stuck (their synthetic experiment)."""
+    super-cluster Gibbs stay stuck (their synthetic experiment), on each draw of the data."""
     paper = "Chang & Fisher 2013, Parallel sampling of DP mixture models using sub-cluster splits"
     claim = ("On synthetic 2-D Gaussian data started from one cluster, the sub-cluster samplers (subc, subc-supc) "
              "reach the true clusters and the plateau of the log joint, while FSD, collapsed Gibbs and "
              "super-cluster Gibbs stay stuck below it.")
-    criterion = (f"Plateau = best final log joint of any run on the data set; a chain is at the plateau when its "
-                 f"final log joint is within {PLATEAU_RTOL:g} x |plateau| of it. Held when every sub-cluster "
-                 f"sampler's median chain is at the plateau, every baseline's median chain is below it, and every "
-                 f"sub-cluster sampler's median final VI to the truth is below every baseline's, on every data set "
-                 f"of {CHANG_SCOPE.describe()}.")
+    criterion = (f"On each draw: plateau = best final log joint of any run on the draw; a chain is at the plateau "
+                 f"when its final log joint is within {PLATEAU_RTOL:g} x |plateau| of it. The draw holds when every "
+                 f"sub-cluster sampler's median chain is at the plateau, every baseline's median chain is below it, "
+                 f"and every sub-cluster sampler's median final VI to the truth is below every baseline's; draws of "
+                 f"{CHANG_SCOPE.describe()} count. {DRAW_RULE}")
     data = runs[runs["dataset"].str.startswith(CHANG_DATA) & runs["final_vi"].notna()]
     if data.empty:
         return Claim(paper, claim, UNCHECKED, f"No run on Chang & Fisher's synthetic data ({CHANG_DATA}) with "
                                                "ground truth in this grid.", criterion)
-    rows, verdicts, notes, below = [], [], [], []
+    found, rows = [], []
     for dataset, ds_runs in data.groupby("dataset", sort=False):
-        plateau = float(ds_runs["final_log_joint"].max())
-        leader = ds_runs.loc[ds_runs["final_log_joint"].idxmax()]
-        tol = PLATEAU_RTOL * abs(plateau)
-        groups = {}
-        for role, names in (("sub-cluster", CHANG_SUBCLUSTER), ("baseline", CHANG_BASELINES)):
-            for label, g in ds_runs[ds_runs["algorithm"].isin(names)].groupby("label", sort=False):
-                final = float(g["final_log_joint"].median())
-                at = int((g["final_log_joint"] >= plateau - tol).sum())
-                entry = {"dataset": dataset, "algorithm": label, "role": role, "seeds": len(g),
-                         "iterations": _count(g["iterations"].median()),
-                         "sampler time (s)": float(g["time_s"].median()), "final log joint": final,
-                         "gap to plateau": final - plateau, "seeds at plateau": f"{at} / {len(g)}",
-                         "final clusters": float(g["final_n_clusters"].median()),
-                         "final VI": float(g["final_vi"].median())}
-                groups.setdefault(role, []).append(entry)
-                rows.append(entry)
-        subs, bases = groups.get("sub-cluster", []), groups.get("baseline", [])
-        if not subs or not bases:
-            continue
-        # a chain shorter than the claim's budget does not count; the data set decides when
-        # it is large enough and a sub-cluster sampler and a baseline both ran long enough
-        points = _points(ds_runs)
-        short = CHANG_SCOPE.shortfall(points, {})
-        for entry in subs + bases:
-            entry["decides"] = not short and CHANG_SCOPE.long_enough(entry["sampler time (s)"], entry["iterations"])
-        counted_subs, counted_bases = [e for e in subs if e["decides"]], [e for e in bases if e["decides"]]
-        head = f"On {dataset} (plateau {plateau:,.1f} nats, reached by {leader['label']} seed {leader['seed']}): "
-        if counted_subs and counted_bases:
-            ok, text = _chang_outcome(counted_subs, counted_bases, plateau, tol)
-            brief = [e["algorithm"] for e in subs + bases if not e["decides"]]
-            if brief:
-                text += f" (not counted, shorter than {CHANG_SCOPE.chain_length()}: {_names(brief)})"
-            verdicts.append(ok)
-            notes.append(head + text + ".")
-        else:
-            short = CHANG_SCOPE.shortfall(points, {e["algorithm"]: (e["sampler time (s)"], e["iterations"])
-                                                   for e in subs + bases})
-            below.append(f"{head}{_chang_outcome(subs, bases, plateau, tol)[1]} (below the claim's scale: "
-                         f"{'; '.join(short)}).")
+        draw, chains = _chang_draw(dataset, ds_runs)
+        found.append(draw)
+        rows += chains
     missing = _absence([n for n in CHANG_SUBCLUSTER + CHANG_BASELINES if n not in set(data["algorithm"])], runs)
     table = pd.DataFrame(rows) if rows else None
     absent = f" Missing from this grid: {missing}." if missing else ""
-    if verdicts:
-        summary = " ".join(notes + (["Not counted:", *below] if below else [])) + absent
-        return Claim(paper, claim, HELD if all(verdicts) else FAILED, summary, criterion, table, CHANG_SCOPE)
-    if below:
-        return Claim(paper, claim, UNDECIDED, CHANG_SCOPE.undecided(below) + absent, criterion, table, CHANG_SCOPE)
+    decided = _over_draws(found, CHANG_SCOPE)
+    if decided:
+        verdict, summary, draws = decided
+        return Claim(paper, claim, verdict, summary + absent, criterion, table, CHANG_SCOPE, draws)
     return Claim(paper, claim, UNCHECKED, f"A sub-cluster sampler and a baseline are both needed on {CHANG_DATA} "
                                            f"data with ground truth. Missing: {missing or 'none'}.", criterion, table,
                  CHANG_SCOPE)
 
 
+def _chang_draw(dataset: str, ds_runs: pd.DataFrame):
+    """Chang & Fisher's criterion on the runs of one draw: its :class:`_Draw` and the rows of
+    its chains (one per method and seed)."""
+    plateau = float(ds_runs["final_log_joint"].max())
+    leader = ds_runs.loc[ds_runs["final_log_joint"].idxmax()]
+    tol = PLATEAU_RTOL * abs(plateau)
+    groups, members = {}, []
+    for role, names in (("sub-cluster", CHANG_SUBCLUSTER), ("baseline", CHANG_BASELINES)):
+        for label, g in ds_runs[ds_runs["algorithm"].isin(names)].groupby("label", sort=False):
+            entry = {"algorithm": label, "role": role, "iterations": _count(g["iterations"].median()),
+                     "sampler time (s)": float(g["time_s"].median()),
+                     "final log joint": float(g["final_log_joint"].median()),
+                     "final VI": float(g["final_vi"].median())}
+            groups.setdefault(role, []).append(entry)
+            members.append((entry, g))
+    subs, bases = groups.get("sub-cluster", []), groups.get("baseline", [])
+    head = f"plateau {plateau:,.1f} nats (reached by {leader['label']}, chain seed {leader['seed']}; within {tol:,.1f}): "
+    # a chain shorter than the claim's budget does not count; the draw decides when it is large
+    # enough and a sub-cluster sampler and a baseline both ran long enough on it
+    short = CHANG_SCOPE.shortfall(_points(ds_runs), {})
+    for entry in subs + bases:
+        entry["decides"] = not short and CHANG_SCOPE.long_enough(entry["sampler time (s)"], entry["iterations"])
+    chains = [{"dataset": dataset, "draw": _draw_label(dataset), "algorithm": entry["algorithm"],
+               "role": entry["role"], "seed": int(r.seed), "iterations": int(r.iterations),
+               "sampler time (s)": float(r.time_s), "final log joint": float(r.final_log_joint),
+               "gap to plateau": float(r.final_log_joint) - plateau,
+               "at plateau": "yes" if r.final_log_joint >= plateau - tol else "no",
+               "final clusters": int(r.final_n_clusters), "final VI": float(r.final_vi), "decides": entry["decides"]}
+              for entry, g in members for r in g.itertuples()]
+    if not subs or not bases:
+        return _Draw(dataset, None, "", f"no {'sub-cluster sampler' if not subs else 'baseline'} ran on it",
+                     compared=False), chains
+    counted_subs, counted_bases = [e for e in subs if e["decides"]], [e for e in bases if e["decides"]]
+    if counted_subs and counted_bases:
+        ok, text = _chang_outcome(counted_subs, counted_bases, plateau, tol)
+        brief = [e["algorithm"] for e in subs + bases if not e["decides"]]
+        if brief:
+            text += f" (not counted, shorter than {CHANG_SCOPE.chain_length()}: {_names(brief)})"
+        return _Draw(dataset, ok, head + text, numbers=_chang_numbers(counted_subs, counted_bases, plateau, tol)), chains
+    short = CHANG_SCOPE.shortfall(_points(ds_runs), {e["algorithm"]: (e["sampler time (s)"], e["iterations"])
+                                                    for e in subs + bases})
+    return _Draw(dataset, None, head + _chang_outcome(subs, bases, plateau, tol)[1],
+                 f"below the claim's scale: {'; '.join(short)}",
+                 numbers=_chang_numbers(subs, bases, plateau, tol)), chains
+
+
+def _chang_numbers(subs, bases, plateau, tol) -> dict:
+    """The numbers that decide Chang & Fisher's claim on a draw: the plateau, the tolerance,
+    the farthest sub-cluster sampler's and the closest baseline's gap, and their VIs."""
+    return {"plateau": plateau, "tolerance": tol,
+            "sub-cluster gap (worst)": min(e["final log joint"] for e in subs) - plateau,
+            "baseline gap (closest)": max(e["final log joint"] for e in bases) - plateau,
+            "sub-cluster VI (worst)": max(e["final VI"] for e in subs),
+            "baseline VI (best)": min(e["final VI"] for e in bases)}
+
+
 def _chang_outcome(subs, bases, plateau, tol):
     """Whether Chang & Fisher's claim held among these sub-cluster and baseline entries, and
-    what happened, in words."""
-    sub_ok = [e["algorithm"] for e in subs if e["final log joint"] >= plateau - tol]
-    sub_short = [e["algorithm"] for e in subs if e["final log joint"] < plateau - tol]
-    base_reached = [e["algorithm"] for e in bases if e["final log joint"] >= plateau - tol]
-    vi_worse = [(s["algorithm"], b["algorithm"]) for s in subs for b in bases if not s["final VI"] < b["final VI"]]
-    text = f"{_names(sub_ok)} ended at the plateau" if sub_ok else "no sub-cluster sampler reached the plateau"
-    if sub_short:
-        text += f"; {_names(sub_short)} ended below it"
-    stuck = [e["algorithm"] for e in bases if e["algorithm"] not in base_reached]
+    what happened, in words, with each median chain's distance to the plateau."""
+    def gaps(entries):
+        return " and ".join(f"{plateau - e['final log joint']:,.1f}" for e in entries)
+
+    at = [e for e in subs if e["final log joint"] >= plateau - tol]
+    short = [e for e in subs if e["final log joint"] < plateau - tol]
+    reached = [e for e in bases if e["final log joint"] >= plateau - tol]
+    stuck = [e for e in bases if e["final log joint"] < plateau - tol]
+    vi_worse = [(s, b) for s in subs for b in bases if not s["final VI"] < b["final VI"]]
+    text = (f"{_names(e['algorithm'] for e in at)} ended at the plateau" if at
+            else "no sub-cluster sampler reached the plateau")
+    if short:
+        text += f"; {_names(e['algorithm'] for e in short)} ended below it (by {gaps(short)} nats)"
     if stuck:
-        text += f"; {_names(stuck)} stayed below it"
-    if base_reached:
-        text += f"; {_names(base_reached)} reached it too"
+        text += f"; {_names(e['algorithm'] for e in stuck)} stayed below it (by {gaps(stuck)} nats)"
+    if reached:
+        text += f"; {_names(e['algorithm'] for e in reached)} reached it too"
     if vi_worse:
-        text += "; VI not lower for " + ", ".join(f"{s} vs {b}" for s, b in vi_worse)
-    return not sub_short and not base_reached and not vi_worse, text
+        text += "; VI not lower for " + ", ".join(f"{s['algorithm']} vs {b['algorithm']} ({s['final VI']:.3g} vs "
+                                                  f"{b['final VI']:.3g})" for s, b in vi_worse)
+    return not short and not reached and not vi_worse, text
 
 
 # ---- Daumé 2007 ------------------------------------------------------------------------------
 def daume2007(frame: pd.DataFrame, runs: pd.DataFrame) -> Claim:
     """Beam search with the inadmissible heuristic reaches a higher log joint than Gibbs and
-    Gibbs with split-merge given the same time."""
+    Gibbs with split-merge given the same time, on each draw of the data."""
     paper = "Daumé 2007, Fast search for Dirichlet process mixture models"
     claim = ("Beam search for the MAP partition with the inadmissible heuristic finds a partition of higher log "
              "joint than collapsed Gibbs (and Gibbs with split-merge moves) reach in the same wall time.")
-    criterion = ("Each baseline chain is read at the search's finishing time (median over the search's seeds): its "
-                 "log joint is that of its last iteration completed by then. Held when the search's median log "
-                 "joint is above every baseline's median there, on every data set of "
-                 f"{DAUME_SCOPE.describe()}. A baseline whose chains all ended before that time is inconclusive: "
-                 "it was given less time than the search.")
+    criterion = ("On each draw, each baseline chain is read at the search's finishing time (median over the search's "
+                 "seeds): its log joint is that of its last iteration completed by then. The draw holds when the "
+                 "search's median log joint is above every baseline's median there; draws of "
+                 f"{DAUME_SCOPE.describe()} count. A baseline whose chains all ended before that time is "
+                 f"inconclusive: it was given less time than the search. {DRAW_RULE}")
     search = runs[(runs["algorithm"] == DAUME_SEARCH) & runs["search_s"].notna()]
     search = search[pd.Series([_option(r, "heuristic") == DAUME_HEURISTIC for r in search.itertuples()],
                               index=search.index, dtype=bool)]
-    rows, outcomes = [], []
-    for (dataset, s_label), s_runs in search.groupby(["dataset", "label"], sort=False):
-        at = float(s_runs["search_s"].median())
-        value = float(s_runs["final_log_joint"].median())
-        short = DAUME_SCOPE.shortfall(_points(runs[runs["dataset"] == dataset]), {})
-        rows.append({"dataset": dataset, "algorithm": s_label, "seeds": len(s_runs), "compared at (s)": at,
-                     "log joint at that time": value, "chain ran to (s)": float(s_runs["time_s"].median()),
-                     "outcome": "(the search)"})
-        baselines = runs[(runs["dataset"] == dataset) & runs["algorithm"].isin(DAUME_BASELINES)]
-        for label, b_runs in baselines.groupby("label", sort=False):
-            values, lengths = [], []
-            for run in b_runs["run"]:
-                chain = frame[frame["run"] == run].sort_values("iteration")
-                done = chain[chain["time_s"] <= at]
-                values.append(float((done if len(done) else chain.iloc[:1])["log_joint"].iloc[-1]))
-                lengths.append(float(chain["time_s"].iloc[-1]))
-            b_value = float(np.median(values))
-            if max(lengths) < at:
-                outcome, result = f"inconclusive: {label} ran only {max(lengths):.3g} s, less than the search", None
-            elif value > b_value:
-                outcome, result = f"{s_label} higher by {value - b_value:,.1f} nats", True
-            elif value == b_value:
-                outcome, result = "tie: the same log joint (not higher)", False
-            else:
-                outcome, result = f"{label} higher by {b_value - value:,.1f} nats", False
-            if short:  # inconclusive or not, the scale it fell short of is named
-                outcome, result = f"{outcome} (below the claim's scale: {'; '.join(short)})", None
-            outcomes.append((dataset, f"{s_label} vs {label}", result, outcome))
-            rows.append({"dataset": dataset, "algorithm": label, "seeds": len(b_runs), "compared at (s)": at,
-                         "log joint at that time": b_value, "chain ran to (s)": float(np.median(lengths)),
-                         "outcome": outcome})
+    found, rows = [], []
+    for dataset, searches in search.groupby("dataset", sort=False):
+        draw, chains = _daume_draw(frame, runs[runs["dataset"] == dataset], searches)
+        found.append(draw)
+        rows += chains
     table = pd.DataFrame(rows) if rows else None
-    measured = [f"On {d}, {pair}: {text}." for d, pair, _, text in outcomes]
-    conclusive = [o for o in outcomes if o[2] is not None]
-    if conclusive:
-        verdict = HELD if all(o[2] for o in conclusive) else FAILED
-        return Claim(paper, claim, verdict, " ".join(measured), criterion, table, DAUME_SCOPE)
-    if outcomes:
-        return Claim(paper, claim, UNDECIDED, DAUME_SCOPE.undecided(measured), criterion, table, DAUME_SCOPE)
+    decided = _over_draws(found, DAUME_SCOPE)
+    if decided:
+        verdict, summary, draws = decided
+        return Claim(paper, claim, verdict, summary, criterion, table, DAUME_SCOPE, draws)
     if search.empty:
         why = ("its runs used another heuristic" if DAUME_SEARCH in set(runs["algorithm"])
                else _absence([DAUME_SEARCH], runs))
@@ -303,6 +463,57 @@ def daume2007(frame: pd.DataFrame, runs: pd.DataFrame) -> Claim:
         missing = (f"no {' or '.join(DAUME_BASELINES)} run on the searched data set(s) "
                    f"({_absence(absent, runs, 'ran, but not on the searched data')})")
     return Claim(paper, claim, UNCHECKED, missing.capitalize() + ".", criterion, table, DAUME_SCOPE)
+
+
+def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFrame):
+    """Daumé's criterion on the runs of one draw (``searches``: its searches with the
+    heuristic): its :class:`_Draw` and the rows of its chains (one per method and seed)."""
+    dataset = str(ds_runs["dataset"].iloc[0])
+    short = DAUME_SCOPE.shortfall(_points(ds_runs), {})
+    baselines = ds_runs[ds_runs["algorithm"].isin(DAUME_BASELINES)]
+    chains, pairs = [], []  # pairs: (result True/False/None, margin in nats, outcome in words)
+    for s_label, s_runs in searches.groupby("label", sort=False):
+        at = float(s_runs["search_s"].median())
+        value = float(s_runs["final_log_joint"].median())
+        chains += [{"dataset": dataset, "draw": _draw_label(dataset), "algorithm": s_label, "role": "search",
+                    "seed": int(r.seed), "compared with": "", "compared at (s)": float(r.search_s),
+                    "log joint at that time": float(r.final_log_joint), "chain ran to (s)": float(r.time_s)}
+                   for r in s_runs.itertuples()]
+        for label, b_runs in baselines.groupby("label", sort=False):
+            values, lengths = [], []
+            for r in b_runs.itertuples():
+                chain = frame[frame["run"] == r.run].sort_values("iteration")
+                done = chain[chain["time_s"] <= at]
+                values.append(float((done if len(done) else chain.iloc[:1])["log_joint"].iloc[-1]))
+                lengths.append(float(chain["time_s"].iloc[-1]))
+                chains.append({"dataset": dataset, "draw": _draw_label(dataset), "algorithm": label,
+                               "role": "baseline", "seed": int(r.seed), "compared with": s_label,
+                               "compared at (s)": at, "log joint at that time": values[-1],
+                               "chain ran to (s)": lengths[-1]})
+            b_value = float(np.median(values))
+            if max(lengths) < at:
+                pairs.append((None, math.nan, f"{s_label} vs {label} inconclusive: {label} ran only "
+                                              f"{max(lengths):.3g} s, less than the search"))
+                continue
+            if value > b_value:
+                outcome = f"{s_label} higher by {value - b_value:,.1f} nats"
+            elif value == b_value:
+                outcome = "tie: the same log joint (not higher)"
+            else:
+                outcome = f"{label} higher by {b_value - value:,.1f} nats"
+            pairs.append((value > b_value, value - b_value,
+                          f"{s_label} vs {label} at {at:.3g} s: {value:,.1f} vs {b_value:,.1f} nats, {outcome}"))
+    if baselines.empty:
+        return _Draw(dataset, None, "", f"no {' or '.join(DAUME_BASELINES)} ran on it", compared=False), chains
+    text = "; ".join(p[2] for p in pairs)
+    conclusive = [p for p in pairs if p[0] is not None]
+    numbers = {"compared at (s)": float(searches["search_s"].median()),
+               "smallest margin (nats)": min((p[1] for p in conclusive), default=math.nan)}
+    if short:  # inconclusive or not, the scale it fell short of is named
+        return _Draw(dataset, None, text, f"below the claim's scale: {'; '.join(short)}", numbers=numbers), chains
+    if not conclusive:
+        return _Draw(dataset, None, text, "every baseline ran less time than the search", numbers=numbers), chains
+    return _Draw(dataset, all(p[0] for p in conclusive), text, numbers=numbers), chains
 
 
 def _option(run, key):
@@ -319,45 +530,48 @@ def _option(run, key):
 # ---- Wang & Lin 2017 -------------------------------------------------------------------------
 def wang2017(runs: pd.DataFrame) -> Claim:
     """Consolidation moves orders of magnitude fewer bytes than auxiliary variables and
-    sub-clusters across workers."""
+    sub-clusters across workers, on each draw of the data."""
     paper = "Wang & Lin 2017, Scalable distributed inference of DP mixture models (consolidation)"
     claim = ("Across workers, the consolidation samplers (Prog, Pooled, Async, Hung) move orders of magnitude fewer "
              "bytes per iteration than the auxiliary-variable sampler (AV) and sub-clusters (SubC).")
     criterion = (f"Bytes per iteration (sent + received, median over seeds of each chain's mean) of the runs on "
-                 f"{WANG_SCOPE.workers} or more workers, on each data set of {WANG_SCOPE.describe()} where both kinds "
-                 f"ran so: held when every comparator moves at least {WANG_FACTOR:g}x the bytes of every "
-                 f"consolidation sampler.")
+                 f"{WANG_SCOPE.workers} or more workers, on each draw of {WANG_SCOPE.describe()} where both kinds "
+                 f"ran so: the draw holds when every comparator moves at least {WANG_FACTOR:g}x the bytes of every "
+                 f"consolidation sampler. {DRAW_RULE}")
     # the claim is about traffic between workers: a 1-worker run's bytes go to its one shard
     # (and auxvar moves no cluster there), so only runs on enough workers are compared
     kind = runs["algorithm"].map(_wang_kind)
     talking = runs[kind.notna() & (runs["bytes"].fillna(0) > 0) & (runs["workers"] >= WANG_SCOPE.workers)]
-    rows, verdicts, below = [], [], []
+    found, rows = [], []
     for dataset in dict.fromkeys(talking["dataset"]):
         here = talking[talking["dataset"] == dataset]
+        rows += [{"dataset": dataset, "draw": _draw_label(dataset), "algorithm": r.label,
+                  "kind": kind[r.Index], "seed": int(r.seed), "workers": int(r.workers),
+                  "bytes / iteration": float(r.bytes)} for r in here.itertuples()]
         c_bytes = here[kind[here.index] == "consolidation"].groupby("label", sort=False)["bytes"].median()
         o_bytes = here[kind[here.index] == "comparator"].groupby("label", sort=False)["bytes"].median()
-        for label, value in list(c_bytes.items()) + list(o_bytes.items()):
-            rows.append({"dataset": dataset, "algorithm": label,
-                         "kind": "consolidation" if label in c_bytes.index else "comparator",
-                         "bytes / iteration": float(value)})
-        if len(c_bytes) and len(o_bytes):
-            ratio = float(o_bytes.min() / c_bytes.max())
-            text = (f"On {dataset}: the least-communicating comparator moves {ratio:.3g}x the bytes of the most-"
-                    f"communicating consolidation sampler")
-            short = WANG_SCOPE.shortfall(_points(runs[runs["dataset"] == dataset]), {})
-            if short:
-                below.append(f"{text} (below the claim's scale: {'; '.join(short)}).")
-            else:
-                verdicts.append((text + ".", ratio))
+        if not len(c_bytes) or not len(o_bytes):
+            found.append(_Draw(dataset, None, "", f"no {'consolidation sampler' if not len(c_bytes) else 'comparator'}"
+                                                  f" ran on it on {WANG_SCOPE.workers} or more workers",
+                               compared=False))
+            continue
+        ratio = float(o_bytes.min() / c_bytes.max())
+        text = (f"the least-communicating comparator, {o_bytes.idxmin()} at {o_bytes.min():,.0f} bytes per iteration, "
+                f"moves {ratio:.3g}x the bytes of the most-communicating consolidation sampler, {c_bytes.idxmax()} at "
+                f"{c_bytes.max():,.0f}")
+        numbers = {"least comparator (bytes / iteration)": float(o_bytes.min()),
+                   "most consolidation (bytes / iteration)": float(c_bytes.max()), "ratio": ratio}
+        short = WANG_SCOPE.shortfall(_points(runs[runs["dataset"] == dataset]), {})
+        found.append(_Draw(dataset, None if short else ratio >= WANG_FACTOR, text,
+                           f"below the claim's scale: {'; '.join(short)}" if short else "", numbers))
     table = pd.DataFrame(rows) if rows else None
-    if verdicts:
-        summary = " ".join([t for t, _ in verdicts] + (["Not counted:", *below] if below else []))
-        verdict = HELD if all(r >= WANG_FACTOR for _, r in verdicts) else FAILED
-        return Claim(paper, claim, verdict, summary, criterion, table, WANG_SCOPE)
+    decided = _over_draws(found, WANG_SCOPE)
+    if decided:
+        verdict, summary, draws = decided
+        return Claim(paper, claim, verdict, summary, criterion, table, WANG_SCOPE, draws)
     few = runs[kind.notna() & (runs["workers"] < WANG_SCOPE.workers)]
-    if not below and set(kind[few.index]) == {"consolidation", "comparator"}:
-        below.append(f"{_names(sorted(set(few['label'])))} ran on fewer than {WANG_SCOPE.workers} workers only.")
-    if below:
+    if set(kind[few.index]) == {"consolidation", "comparator"}:
+        below = [f"{_names(sorted(set(few['label'])))} ran on fewer than {WANG_SCOPE.workers} workers only."]
         return Claim(paper, claim, UNDECIDED, WANG_SCOPE.undecided(below), criterion, table, WANG_SCOPE)
     parts = ["No data set has both a consolidation sampler and a comparator that sent bytes across workers."]
     for names, kind_name in ((WANG_CONSOLIDATION, "Consolidation samplers"), (WANG_COMPARATORS, "Comparators")):
@@ -377,6 +591,13 @@ def _wang_kind(algorithm: str):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+def _draw_label(dataset: str) -> str:
+    """A draw's name within its data set: 'seed=2' (the dataset's own parameter, apart from the
+    chains' seeds), or the dataset's name when it has no seed."""
+    seed = draw_of(dataset)[1]
+    return dataset if seed is None else f"seed={seed}"
+
+
 def _points(runs: pd.DataFrame) -> float:
     """The size of the runs' data set (training plus held-out points) from their metadata;
     NaN when the traces do not record it."""
