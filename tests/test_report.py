@@ -292,8 +292,8 @@ def test_claims_are_measured_or_say_what_is_missing(traces):
             chain = frame[frame["run"] == run].sort_values("iteration")
             done = chain[chain["time_s"] <= at]
             values.append((done if len(done) else chain.iloc[:1])["log_joint"].iloc[-1])
-        row = daume.table[daume.table["algorithm"] == label].iloc[0]
-        assert row["log joint at that time"] == pytest.approx(np.median(values))
+        rows = daume.table[daume.table["algorithm"] == label]  # a row per chain (seed)
+        assert sorted(rows["log joint at that time"]) == pytest.approx(sorted(values))
     # 200 points: below the claim's scale, every comparison is measured but none decides
     assert daume.verdict == claims.UNDECIDED and f"(needs {claims.DAUME_SCOPE.points:,})" in daume.summary
 
