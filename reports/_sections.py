@@ -23,6 +23,7 @@ from dpmmbench.algorithms.base import column_members
 from . import _format as fmt
 from . import figures
 from ._cells import Cell, Span, cell, figure, frame_table, table
+from .timing import timing_rows, workflow_timing
 
 
 def communication_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -196,9 +197,19 @@ def _spread(values) -> str:
     return fmt.count(lo) if lo == hi else f"{fmt.count(lo)}–{fmt.count(hi)}"
 
 
+def _timing(runs: pd.DataFrame):
+    """Where the run phase's time went (:mod:`reports.timing`), as a table."""
+    return table(["figure", "value", "meaning"], timing_rows(workflow_timing(runs)), align_numbers=False,
+                 caption="From each run's job file (Snakemake's own measure of the job's wall time, the "
+                         "interpreter's start included) and its metadata. A run's start-up is its job's wall time "
+                         "less its sampler and scoring time; the sampling share weighs each run's sampler time by "
+                         "the cores it claims (docs/design.md \"Where the time goes\").")
+
+
 def environment(runs: pd.DataFrame, config, out_path: Path, asv: Path) -> dict:
-    """Versions, machine and run settings from the run metadata; the workflow configuration;
-    a relative link to asv's published results when they exist."""
+    """Versions, machine and run settings from the run metadata; where the run phase's time went
+    (``timing``); the workflow configuration; a relative link to asv's published results when
+    they exist."""
     metas = list(runs["meta"])
     rows, versions = [], {}
     for m in metas:
@@ -228,4 +239,4 @@ def environment(runs: pd.DataFrame, config, out_path: Path, asv: Path) -> dict:
     return {"table": table(["", "value"], rows, align_numbers=False,
                            caption="From the run metadata stored with each trace; a value that differs between "
                                    "runs is listed with its number of runs."),
-            "config": text, "asv": href}
+            "timing": _timing(runs), "config": text, "asv": href}

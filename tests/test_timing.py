@@ -235,3 +235,39 @@ def test_no_timed_run_gives_no_figures_and_bad_cores_are_refused(tmp_path):
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="cores must be a positive integer"):
             workflow_timing(runs, cores=bad)
+
+
+def test_the_report_shows_where_the_time_went(tmp_path):
+    from html.parser import HTMLParser
+
+    from dpmmbench.reports.report import build_report
+
+    results = tmp_path / "results"
+    paths = [_workflow_run(results, "gibbs", seed, time_s=0.9, score_s=0.05, heldout_s=0.0, job_wall=1.0,
+                           finished_after=float(seed + 1), cluster=("tcp://127.0.0.1:1", 1, 1))
+             for seed in range(3)]
+    out = results / "report" / "index.html"
+    build_report(paths, out)
+
+    class Environment(HTMLParser):
+        """The text of the page's Environment section."""
+
+        def __init__(self):
+            super().__init__()
+            self.inside, self.text = False, []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "section":
+                self.inside = dict(attrs).get("id") == "environment"
+
+        def handle_data(self, data):
+            if self.inside:
+                self.text.append(data)
+
+    page = Environment()
+    page.feed(out.read_text(encoding="utf-8"))
+    text = " ".join(" ".join(page.text).split())
+    assert "Where the time went" in text
+    assert "runs timed 3 of 3" in text
+    assert "start-up per run, median 0.05 s (goal ≤ 0.3 s: met)" in text
+    assert "sampling share 90 % (goal ≥ 80 %: met)" in text  # 2.7 sampler-seconds over 1 core x 3 s
