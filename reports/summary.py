@@ -17,7 +17,8 @@ from .runs import read_runs
 #: columns of the per-run table, in order
 RUN_COLUMNS = ("dataset", "algorithm", "registry", "seed", "workers", "iterations", "time_s", "s_per_iteration",
                "final_log_joint", "best_log_joint", "final_n_clusters", "final_vi", "final_nmi", "alpha",
-               "learned_alpha", "heldout_lpd", "status", "git_commit", "cpu_model")
+               "learned_alpha", "heldout_lpd", "status", "git_commit", "cpu_model", "score_s", "heldout_s",
+               "job_wall_s", "startup_s", "timing_note")
 #: what a group of chains is: the summary's key columns (as the files name them)
 GROUP = ("dataset", "algorithm", "workers")
 #: run-table column -> its name in the files: the variant is what the files call the algorithm
@@ -58,15 +59,15 @@ def summary_table(frame: pd.DataFrame, runs: pd.DataFrame, tolerance: float = TA
         :data:`GROUP` (``algorithm`` being the variant, :data:`FILE_NAMES`), ``registry``, then
         the columns of :func:`reports.chains.chain_statistics` (``chains``, ``failed``, medians
         and ``_lo``/``_hi`` bounds over chains, ``rhat_*``, ``ess_*``, ``ess_per_s``,
-        ``rhat_note``, ``time_to_target_s``...), the medians over chains of ``iterations`` and
-        ``s_per_iteration``, and ``git_commit``, ``cpu_model`` (their distinct values, joined
+        ``rhat_note``, ``time_to_target_s``...), the medians over chains of ``iterations``,
+        ``s_per_iteration`` and ``startup_s`` (NaN where no chain's job was timed), and ``git_commit``, ``cpu_model`` (their distinct values, joined
         by ``"; "``); sorted by dataset, algorithm and workers.
     """
     runs = _as_files(runs)
     group = list(GROUP)
     stats = chain_statistics(frame, runs, group, tolerance=tolerance)
     ok = runs[runs["status"] != "failed"]
-    extra = ok.groupby(group)[["iterations", "s_per_iteration"]].median().reset_index()
+    extra = ok.groupby(group)[["iterations", "s_per_iteration", "startup_s"]].median().reset_index()
     facts = runs.groupby(group)[["git_commit", "cpu_model"]].agg(_distinct).reset_index()
     names = runs.groupby(group)["registry"].first().reset_index()
     table = (stats.merge(extra, on=group, how="left").merge(facts, on=group, how="left")
