@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
@@ -53,8 +54,16 @@ def claims(found) -> list:
                             "not decided at this budget": "undecided"}.get(claim.verdict, "unchecked"),
                     "summary": claim.summary, "criterion": claim.criterion or "",
                     "scope": None if claim.scope is None else f"{claim.scope.describe()}: {claim.scope.why}",
-                    "table": frame_table(claim.table) if claim.table is not None and not claim.table.empty else None})
+                    "draws": _claim_table(claim.draws, "Each draw of the data set (the same data set generated "
+                                                       "with another seed): its outcome and the numbers that "
+                                                       "decided it."),
+                    "table": _claim_table(claim.table, "The chains behind it: a row per draw, method and seed.")})
     return out
+
+
+def _claim_table(frame, caption: str):
+    """A claim's data frame as a captioned table; None when there is none."""
+    return None if frame is None or frame.empty else replace(frame_table(frame), caption=caption)
 
 
 # ---- the sections after the datasets ------------------------------------------------------
