@@ -57,7 +57,8 @@ def expected_grid(config):
         own = spec.get("workers", workers)  # a variant may have its own worker counts
         own = sorted(own) if isinstance(own, list) else [own]
         counts = own if algorithms.get(spec["algorithm"]).supports_backend else own[:1]
-        grid += [(d, name, w) for d in spec.get("datasets", config["datasets"]) for w in counts]
+        grid += [(d, name, w) for d in spec.get("datasets", config.get("grid_datasets", config["datasets"]))
+                 for w in counts]
     return grid
 
 
@@ -187,6 +188,9 @@ BAD_CONFIGS = [
     ({"heldout_draws": 0}, "heldout_draws"),
     ({"target_tolerance": 1.5}, "target_tolerance"),
     ({"target_tolerance": float("nan")}, "target_tolerance"),
+    ({"budgets": {"nope": 3}}, "config 'budgets': 'nope' is not a dataset key"),
+    ({"budgets": {"chang2013-tiny": 0}}, "budgets"),
+    ({"grid_datasets": ["chang2013-tiny", "nope"]}, "config 'grid_datasets': unknown dataset key(s) ['nope']"),
 ]
 BAD_IDS = [f"{next(iter(edit))}-{i}" for i, (edit, _) in enumerate(BAD_CONFIGS)]
 
@@ -404,3 +408,28 @@ def test_killed_run_resumes_with_every_trace_valid(smoke_run):
     assert not [p for p in (workdir / "results").rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
     summary = pd.read_csv(workdir / "results/summary.csv")
     assert summary["chains"].sum() == len(traces)
+
+
+def test_budgets_give_every_method_on_a_dataset_the_same_time_and_grid_datasets_limit_the_grid(tmp_path):
+    """`budgets` sets the time budget of every run on a dataset (a variant's own time_budget
+    wins); the selected algorithms run on `grid_datasets` only, variants where they say."""
+    config = yaml.safe_load(SMOKE.read_text())
+    config.update(grid_datasets=["chang2013-tiny"], budgets={"chang2013-tiny": 7, "multinomial-tiny": 11})
+    config["variants"]["gibbs-learned-alpha"]["time_budget"] = 13
+    path = tmp_path / "budgets.yaml"
+    path.write_text(yaml.safe_dump(config))
+    res = snakemake(tmp_path, "-n", "-p", "--configfile", str(path))
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    commands = re.findall(r"workflows\.cli run .*", out)
+    def value(flag, command):
+        found = re.search(rf"{flag} (\S+)", command)
+        return found and found.group(1).strip("'")
+
+    budget = {(value("--dataset", c), value("--name", c) or value("--algorithm", c)): value("--time-budget", c)
+              for c in commands}
+    # the grid: every selected algorithm on chang2013-tiny only; the variants where they say
+    assert {name for dataset, name in budget if dataset.startswith("synth-multinomial")} == {"search-decreasing"}
+    assert budget[("synth-chang2013?n=300", "gibbs")] == "7" and budget[("synth-chang2013?n=300", "subc")] == "7"
+    assert budget[("synth-multinomial?n=60&vocab=20", "search-decreasing")] == "11"
+    assert budget[("synth-chang2013?n=300", "gibbs-learned-alpha")] == "13"

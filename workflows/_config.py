@@ -133,6 +133,15 @@ def check_values(config: dict) -> None:
             check_tolerance(config["target_tolerance"])
         except ValueError as exc:
             raise ValueError(f"config 'target_tolerance': {exc}") from None
+    unknown = [key for key in config.get("grid_datasets", []) if key not in config.get("datasets", {})]
+    if unknown:
+        raise ValueError(f"config 'grid_datasets': unknown dataset key(s) {unknown}; the config's datasets are "
+                         f"{list(config.get('datasets', {}))}")
+    for key, seconds in (config.get("budgets") or {}).items():
+        if key not in config.get("datasets", {}):
+            raise ValueError(f"config 'budgets': {key!r} is not a dataset key; the config's datasets are "
+                             f"{list(config.get('datasets', {}))}")
+        check_run_parameter(f"budgets: {key}", "time_budget", seconds)
     for name, variant in (config.get("variants") or {}).items():
         for key in ("iterations", "time_budget", "alpha", "alpha_prior"):
             if key in variant:
@@ -197,7 +206,7 @@ def variants(config: dict) -> dict:
     return config.get("variants") or {}
 
 
-def run_spec(config: dict, name: str) -> dict:
+def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
     """What the run called ``name`` (a registry name or a variant) is.
 
     Parameters
@@ -206,22 +215,37 @@ def run_spec(config: dict, name: str) -> dict:
         The workflow config.
     name : str
         A registry name or a variant name of the config.
+    dataset : str, optional
+        A dataset key: the time budget is then that of its runs (the variant's own, else the
+        dataset's entry of ``budgets``, else ``time_budget``).
 
     Returns
     -------
     dict
         ``algorithm`` (the registry name), ``options`` (the algorithm's ``options`` entry,
-        then the variant's), ``datasets``, ``iterations``, ``time_budget``, ``alpha`` and
-        ``alpha_prior`` (the variant's, else the config's, else the run defaults).
+        then the variant's), ``datasets`` (the variant's, else ``grid_datasets``, else every
+        dataset key), ``iterations``, ``time_budget``, ``alpha`` and ``alpha_prior`` (the
+        variant's, else the config's, else the run defaults).
+
+    Examples
+    --------
+    >>> from dpmmbench.workflows._config import run_spec
+    >>> config = {"datasets": {"a": "digits", "b": "reuters"}, "iterations": 100, "time_budget": 5,
+    ...           "budgets": {"a": 20}, "variants": {"g-10s": {"algorithm": "gibbs", "time_budget": 10}}}
+    >>> run_spec(config, "gibbs", "a")["time_budget"], run_spec(config, "gibbs", "b")["time_budget"]
+    (20, 5)
+    >>> run_spec(config, "g-10s", "a")["time_budget"]
+    10
     """
     variant = variants(config).get(name, {})
     algorithm = variant.get("algorithm", name)
+    budgets = config.get("budgets") or {}
     return {
         "algorithm": algorithm,
         "options": {**config.get("options", {}).get(algorithm, {}), **variant.get("options", {})},
-        "datasets": variant.get("datasets", list(config["datasets"])),
+        "datasets": variant.get("datasets", list(config.get("grid_datasets", config["datasets"]))),
         "iterations": variant.get("iterations", config["iterations"]),
-        "time_budget": variant.get("time_budget", config.get("time_budget")),
+        "time_budget": variant.get("time_budget", budgets.get(dataset, config.get("time_budget"))),
         "alpha": variant.get("alpha", config.get("alpha", RUN_DEFAULTS["alpha"])),
         "alpha_prior": variant.get("alpha_prior", config.get("alpha_prior", RUN_DEFAULTS["alpha_prior"])),
     }
