@@ -34,9 +34,9 @@ def variants():
     return _config.variants(config)
 
 
-def run_spec(name):
-    """What the run called ``name`` is (``_config.run_spec``)."""
-    return _config.run_spec(config, name)
+def run_spec(name, dataset=None):
+    """What the run called ``name`` is (on ``dataset``: with its time budget; ``_config.run_spec``)."""
+    return _config.run_spec(config, name, dataset)
 
 
 def worker_counts(name):
@@ -76,7 +76,7 @@ def run_threads(wildcards):
 def run_args(wildcards, input):
     """The ``dpmmbench run`` arguments of one run, shell-quoted (seed, workers and output
     come from the wildcards; a preprocessed dataset file from the input)."""
-    spec = run_spec(wildcards.algorithm)
+    spec = run_spec(wildcards.algorithm, wildcards.dataset)
     dask = config.get("dask", {})
     args = ["--algorithm", spec["algorithm"], "--dataset", config["datasets"][wildcards.dataset],
             "--iterations", spec["iterations"], "--alpha", spec["alpha"],
