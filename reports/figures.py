@@ -296,22 +296,71 @@ def pareto_plot(stats: pd.DataFrame, order, styles):
         fig = Figure(figsize=(5.2 * len(panels) + 2.2, 4.2), layout="constrained")
         axes = fig.subplots(1, len(panels), squeeze=False)[0]
         for ax, (column, ylabel) in zip(axes, panels):
-            shown = rows.loc[order].dropna(subset=[column, "time_s"])
-            front = shown[pareto_front(shown["time_s"], shown[column])].sort_values("time_s")
-            ax.plot(front["time_s"], front[column], color="0.55", linewidth=1.0, drawstyle="steps-post",
-                    zorder=1)
-            for label, r in shown.iterrows():
-                ax.errorbar(r["time_s"], r[column],
-                            xerr=[[r["time_s"] - r["time_s_lo"]], [r["time_s_hi"] - r["time_s"]]],
-                            yerr=[[r[column] - r[f"{column}_lo"]], [r[f"{column}_hi"] - r[column]]],
-                            color=styles[label][0], marker="o", markersize=6, capsize=2.5, linewidth=1.1,
-                            zorder=3)
-            ax.set_xscale("log")
-            _readable_log_axis(ax, "x")
-            ax.set_xlabel("sampler time per chain (s, log scale)")
-            ax.set_ylabel(ylabel)
+            _pareto_panel(ax, rows.loc[order], column, ylabel, styles)
         _legend(fig, order, styles)
         return fig
+
+
+def _pareto_panel(ax, rows: pd.DataFrame, column: str, ylabel: str, styles):
+    """One panel of quality ``column`` against sampler time: a point per method (``rows``,
+    indexed by label, in legend order) with its intervals over chains, and the Pareto front."""
+    shown = rows.dropna(subset=[column, "time_s"])
+    front = shown[pareto_front(shown["time_s"], shown[column])].sort_values("time_s")
+    ax.plot(front["time_s"], front[column], color="0.55", linewidth=1.0, drawstyle="steps-post", zorder=1)
+    for label, r in shown.iterrows():
+        ax.errorbar(r["time_s"], r[column],
+                    xerr=[[r["time_s"] - r["time_s_lo"]], [r["time_s_hi"] - r["time_s"]]],
+                    yerr=[[r[column] - r[f"{column}_lo"]], [r[f"{column}_hi"] - r[column]]],
+                    color=styles[label][0], marker="o", markersize=6, capsize=2.5, linewidth=1.1, zorder=3)
+    ax.set_xscale("log")
+    _readable_log_axis(ax, "x")
+    ax.set_xlabel("sampler time per chain (s, log scale)")
+    ax.set_ylabel(ylabel)
+
+
+#: panels per row of :func:`pareto_grid`: three stay legible in a 1,400 px window
+GRID_COLUMNS = 3
+
+
+def pareto_grid(panels, order, styles) -> bytes | None:
+    """Small multiples of quality against sampler time: one panel per data set, each as a
+    panel of :func:`pareto_figure`, with one legend for all.
+
+    Parameters
+    ----------
+    panels : sequence of (str, pandas.DataFrame, str, str)
+        Per panel its title, its methods' chain statistics (as for :func:`pareto_figure`),
+        the quality column and its axis label.
+    order, styles
+        As for :func:`convergence_figure`.
+
+    Returns
+    -------
+    bytes or None
+        The PNG; None when no panel has a point.
+    """
+    from matplotlib.figure import Figure
+
+    panels = [(title, stats.set_index("label"), column, ylabel) for title, stats, column, ylabel in panels
+              if len(stats.dropna(subset=[column, "time_s"]))]
+    if not panels:
+        return None
+    shown = {label for _, rows, _, _ in panels for label in rows.index}
+    order = [label for label in order if label in shown]
+    columns = min(GRID_COLUMNS, len(panels))
+    lines = math.ceil(len(panels) / columns)
+    with _style():
+        # the legend goes below in five columns: a long one beside the panels would be cut
+        fig = Figure(figsize=(max(4.1 * columns, 9.0) + 0.4, 3.4 * lines + 0.3 * math.ceil(len(order) / 5) + 0.7),
+                     layout="constrained")
+        axes = fig.subplots(lines, columns, squeeze=False).ravel()
+        for ax, (title, rows, column, ylabel) in zip(axes, panels):
+            _pareto_panel(ax, rows.loc[[label for label in order if label in rows.index]], column, ylabel, styles)
+            ax.set_title(title, fontsize="medium")
+        for ax in axes[len(panels):]:
+            ax.set_visible(False)
+        _legend(fig, order, styles, below=True)
+        return png_bytes(fig)
 
 
 #: the most labelled ticks of a logarithmic axis: a panel a third of a page wide holds them apart
@@ -501,7 +550,8 @@ def speedup_workers_figure(table: pd.DataFrame, styles, reference: str) -> bytes
         return png_bytes(fig)
 
 
-def _legend(fig, order, styles):
+def _legend(fig, order, styles, below: bool = False):
+    """One legend for the figure: at the right, or (``below``) under the panels, in columns."""
     from matplotlib.lines import Line2D
 
     handles = []
@@ -511,7 +561,11 @@ def _legend(fig, order, styles):
         if dashes:
             line.set_dashes(dashes)
         handles.append(line)
-    fig.legend(handles=handles, loc="outside right upper", frameon=False, title="algorithm")
+    if below:
+        fig.legend(handles=handles, loc="outside lower center", frameon=False, title="algorithm",
+                   ncol=min(len(handles), 5) or 1)
+    else:
+        fig.legend(handles=handles, loc="outside right upper", frameon=False, title="algorithm")
 
 
 def scaling_figure(predicted: pd.DataFrame, measured: pd.DataFrame, colours: dict, model_label: str,

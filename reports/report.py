@@ -6,7 +6,9 @@
     build_report(sorted(Path("results/traces").rglob("*.parquet")), "results/report/index.html")
 
 Everything shown is computed from the traces and their run metadata (nothing is typed in):
-first the papers' headline claims checked against this run (:mod:`reports.claims`); per
+first the answer in one screen (:mod:`reports.answer`: per dataset the best methods at the
+equal budget, which converged, quality against time, and what the run can and cannot tell);
+then the papers' headline claims checked against this run (:mod:`reports.claims`); per
 dataset a leaderboard, the convergence figures (log joint, VI to the truth, clusters, against
 iteration and sampler time), time per iteration and the speed-up table relative to ``gibbs``;
 then the cost model's predicted scaling to 1…64 workers (:mod:`reports.costmodel`) and the
@@ -28,7 +30,7 @@ import jinja2
 
 from . import _dataset
 from . import _sections as sections
-from . import chains, costmodel, figures
+from . import answer, chains, costmodel, figures
 from . import claims as claims_mod
 from ._dataset import REFERENCE, speedup_table
 from ._sections import communication_table
@@ -100,8 +102,10 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
         here = frame[frame["dataset"] == name]
         datasets.append(_dataset.dataset(i, name, here, runs[runs["dataset"] == name], step_times(here), order,
                                          styles, network, stats[stats["dataset"] == name], target_tolerance))
+    screen = answer.first_screen(runs, stats, order)
     page = render(
         header=sections.header(runs, names, order), reference=REFERENCE,
+        answer=sections.answer(screen, order, styles),
         claims=sections.claims(claims_mod.check_claims(frame, runs)), datasets=datasets,
         priors=sections.priors(priors) if priors is not None else None, peers=sections.peers(runs),
         communication=sections.communication(runs, names), steps=sections.per_step(frame, runs, order),

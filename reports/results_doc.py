@@ -12,12 +12,15 @@ without it):
   every registered sampler to the enumerated posterior);
 - ``--peers``: the JSON of ``python -m benchmarks.peers --json`` (our samplers and the peers
   side by side: time to a target NMI, and NMI and held-out log predictive at equal time);
-- ``--table TITLE=FILE.csv``: any other CSV a reproduction script wrote, shown as it is.
+- ``--table TITLE=FILE.csv``: any other CSV a reproduction script wrote, shown as it is;
+- ``--traces``: the workflow's trace files (or folders, searched for ``*.parquet``): the page
+  then opens with the answer in one screen (:mod:`reports.answer`), as the HTML report does.
 
 Usage::
 
     python -m dpmmbench.reports.results_doc --perf results/perf.json \\
-        --summary results/summary.csv --exactness results/exactness.json --out docs/results.md
+        --summary results/summary.csv --exactness results/exactness.json \\
+        --traces results/traces --out docs/results.md
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .chains import NOT_A_SAMPLER
+from ._format import cell as format_cell
+from .chains import NOT_A_SAMPLER, RHAT_THRESHOLD
 from .runs import method_kind
 from .traces import atomic_write
 
@@ -232,6 +236,53 @@ def _exactness_cell(r: dict) -> str:
     return cell
 
 
+def answer_section(screen) -> str:
+    """The first screen (:func:`reports.answer.first_screen`) as Markdown: a row per data set
+    (its size, the equal budget, the best log joint and held-out log predictive with their
+    margins, the methods that converged and those that did not, with the reason), then the
+    paragraph "What this run can and cannot tell you"."""
+    lines = ["| data set | equal budget per chain | best log joint (nats) | best held-out log predictive "
+             "(nats / point) | converged | not converged, or n/a |", "|---|---|---|---|---|---|"]
+    for a in screen.datasets:
+        size = ", ".join(part for part in (a.points is not None and f"{a.points:,} points",
+                                           a.dims is not None and f"{a.dims} dims") if part)
+        chains = f"{a.chains[0]}" if a.chains[0] == a.chains[1] else f"{a.chains[0]}–{a.chains[1]}"
+        budget = (a.budget.describe() if a.budget is not None else "–") + (
+            f"; {chains} chains per method" if a.rows else "; no method at this budget")
+        converged = ", ".join(f"`{s.label}` (R̂ {s.rhat:.3f}, ESS {s.ess:,.0f})" for s in a.converged) or "–"
+        unshown = ", ".join(f"`{s.label}` ({s.reason})" for s in a.not_converged) or "–"
+        lines.append(f"| `{a.dataset}`" + (f" ({size})" if size else "") + f" | {budget} | "
+                     f"{_best(a.best.get('final_log_joint'), 1)} | {_best(a.best.get('heldout_lpd'), 3)} | "
+                     f"{converged} | {unshown} |")
+    return "\n".join(lines) + "\n\n" + f"**What this run can and cannot tell you.** {screen.paragraph}"
+
+
+def claims_section(found) -> str:
+    """The papers' claims (:func:`reports.claims.check_claims`) as Markdown: per claim its
+    verdict, the claim, what was measured, the criterion and the table of its draws."""
+    parts = []
+    for c in found:
+        text = [f"### {c.paper}: {c.verdict}", "", f"> {c.claim}", "", f"**Measured.** {c.summary}", "",
+                f"**Criterion.** {c.criterion}"]
+        if c.draws is not None and not c.draws.empty:
+            text += ["", frame_table(c.draws.map(format_cell))]  # the numbers as the HTML report shows them
+        parts.append("\n".join(text))
+    return "\n\n".join(parts)
+
+
+def _best(found, digits) -> str:
+    """A best method, its median, its margin over the runner-up (≈ where their intervals over
+    chains overlap) and whether it converged."""
+    if found is None:
+        return "–"
+    status = found.status
+    verdict = ("converged" if status.converged else status.reason if status.reason.startswith("n/a")
+               else f"not converged: {status.reason}")
+    margin = ("the only method" if found.runner_up is None
+              else f"{'+' if found.apart else '≈ +'}{_fmt(found.margin, digits)} over `{found.runner_up}`")
+    return f"`{found.label}` {_fmt(found.value, digits)}; {margin}; {verdict}"
+
+
 def frame_table(frame: pd.DataFrame) -> str:
     """A data frame as a Markdown table, numbers right-aligned."""
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
@@ -242,10 +293,25 @@ def frame_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def render(perf=None, summary=None, exactness=None, tables=(), peers=None) -> str:
-    """The whole page from loaded inputs (any of them may be missing)."""
+def render(perf=None, summary=None, exactness=None, tables=(), peers=None, screen=None, claims=None) -> str:
+    """The whole page from loaded inputs (any of them may be missing); ``screen`` is the
+    first screen of the workflow's traces (:func:`first_screen_of`), ``claims`` the papers'
+    claims decided on them (:func:`claims_of`)."""
     out = [HEADER, "", "# Measured results", "",
            "Every table below is rendered from an output file named under its heading."]
+    if screen is not None:
+        out += ["", "## The answer in one screen (the workflow's traces)", "",
+                "Per data set at its equal budget (the time budget per chain and iteration cap most of its runs "
+                "share): the best methods by the median over chains, with the margin over the runner-up (≈ where "
+                "their 5-95 % intervals over chains overlap), and which methods converged (R̂ of the log joint "
+                f"and of the number of clusters at most {RHAT_THRESHOLD:g}, an ESS reported). The HTML report "
+                "(`results/report/index.html`) opens with the same table and the figure of quality against "
+                "time.", "", answer_section(screen)]
+    if claims is not None:
+        out += ["", "## Claims of the papers (the workflow's traces)", "",
+                "Each paper's headline claim, decided on every draw of its data set (the same data set generated "
+                "with another seed) within the scale and budget from which it applies; the HTML report adds the "
+                "chains behind each draw.", "", claims_section(claims)]
     if perf is not None:
         out += ["", "## Kernel speed (`python -m benchmarks.report`)", "",
                 perf_table(perf["rows"], perf["machine"], perf["repeat"])]
@@ -271,6 +337,40 @@ def render(perf=None, summary=None, exactness=None, tables=(), peers=None) -> st
     return "\n".join(out) + "\n"
 
 
+def first_screen_of(paths):
+    """The first screen (:func:`reports.answer.first_screen`) of trace files, or of the
+    ``*.parquet`` files under folders among ``paths``.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        See :func:`reports.runs.read_runs` (no trace found is a ValueError).
+    """
+    from .answer import first_screen
+    from .chains import chain_statistics
+    from .runs import label_order, read_runs
+
+    frame, runs = read_runs(_trace_files(paths))
+    return first_screen(runs, chain_statistics(frame, runs, ["dataset", "label"]), label_order(runs))
+
+
+def claims_of(paths) -> list:
+    """The papers' claims (:func:`reports.claims.check_claims`) decided on trace files, or on
+    the ``*.parquet`` files under folders among ``paths``."""
+    from .claims import check_claims
+    from .runs import read_runs
+
+    return check_claims(*read_runs(_trace_files(paths)))
+
+
+def _trace_files(paths) -> list:
+    """Trace files among ``paths``, a folder standing for the ``*.parquet`` files under it."""
+    files = []
+    for path in map(Path, paths):
+        files += sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    return files
+
+
 def _fmt(x, digits) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
@@ -293,12 +393,15 @@ def main(argv=None) -> int:
     parser.add_argument("--peers", type=Path, help="JSON written by `python -m benchmarks.peers --json`")
     parser.add_argument("--table", type=_table_arg, action="append", default=[], metavar="TITLE=FILE.csv",
                         help="another CSV to show as a table (repeatable)")
+    parser.add_argument("--traces", type=Path, nargs="+", metavar="PATH",
+                        help="the workflow's trace files, or folders holding them (e.g. results/traces): "
+                             "the page opens with the answer in one screen")
     parser.add_argument("--out", type=Path, required=True, help="the Markdown file to write")
     args = parser.parse_args(argv)
     inputs = [p for p in (args.perf, args.summary, args.exactness, args.peers, *(p for _, p in args.table)) if p]
-    if not inputs:
-        parser.error("give at least one of --perf, --summary, --exactness, --peers, --table")
-    missing = [str(p) for p in inputs if not p.is_file()]
+    if not inputs and not args.traces:
+        parser.error("give at least one of --perf, --summary, --exactness, --peers, --table, --traces")
+    missing = [str(p) for p in inputs if not p.is_file()] + [str(p) for p in args.traces or () if not p.exists()]
     if missing:
         print(f"results_doc: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
@@ -308,6 +411,8 @@ def main(argv=None) -> int:
         exactness=json.loads(args.exactness.read_text()) if args.exactness else None,
         tables=[(title, pd.read_csv(path)) for title, path in args.table],
         peers=json.loads(args.peers.read_text()) if args.peers else None,
+        screen=first_screen_of(args.traces) if args.traces else None,
+        claims=claims_of(args.traces) if args.traces else None,
     )
     atomic_write(args.out, lambda f: f.write(page.encode()))
     print(f"wrote {args.out}")

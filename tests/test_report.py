@@ -43,14 +43,15 @@ ITERATIONS = 4
 #: per dataset, convergence panels and time per iteration; speed-up against workers once; the
 #: scaling model once (the labelled dataset has sharded runs, the unlabelled one none); the
 #: learned alpha once (the labelled dataset only has runs that learn it); quality against time
-#: once (the unlabelled runs hold nothing out and have no truth: no quality to plot)
-FIGURES = 2 * 2 + 1 + 1 + 1 + 1
+#: once (the unlabelled runs hold nothing out and have no truth: no quality to plot); and the
+#: first screen's quality against time, one panel per dataset
+FIGURES = 2 * 2 + 1 + 1 + 1 + 1 + 1
 #: the name of the runs that learn alpha
 LEARNED = "gibbs-learned-alpha"
 #: the peer among them (in the default install)
 PEER = "sklearn-bgm"
 #: the report's sections, in order
-SECTIONS = ["claims", "dataset-0", "dataset-1", "peers", "communication", "steps", "environment"]
+SECTIONS = ["answer", "claims", "dataset-0", "dataset-1", "peers", "communication", "steps", "environment"]
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1280,900")
@@ -251,6 +252,26 @@ def test_leaderboard_is_computed_from_the_chains(report, traces):
 
 
 @pytest.mark.slow
+def test_the_page_opens_with_the_best_held_out_method(report, traces):
+    """The first screen's row of the labelled dataset names the method with the highest median
+    held-out log predictive over its chains (from the runs' metadata), with its margin over the
+    second; the runs that learn alpha take no part."""
+    text = report[0].read_text(encoding="utf-8")
+    first = text.split("<section id='answer'>", 1)[1].split("</section>", 1)[0]
+    assert text.index("<section id='answer'>") < text.index("<section id='claims'>")
+    frame, runs = read_runs(traces)
+    fixed = runs[(runs["dataset"] == DATA) & ~runs["learned_alpha"]]
+    heldout = fixed.groupby("label")["heldout_lpd"].median().sort_values(ascending=False)
+    (top, value), (second, other) = list(heldout.items())[:2]
+    row = first.split(f"<td>{DATA}", 1)[1].split("</tr>", 1)[0]
+    cell = row.split("</td>")[3]  # data set, budget, best log joint, best held-out
+    assert cell.startswith(f"<td>{html.escape(top, quote=False)} ")
+    assert f"{value:.4g} nats / point;" in cell
+    assert f"+{value - other:.4g} over {html.escape(second, quote=False)}" in cell
+    assert LEARNED not in row and LEARNED in first.split("What this run can and cannot tell you", 1)[1]
+
+
+@pytest.mark.slow
 def test_peers_settings_are_shown_and_linked(report, traces):
     """A peer's own settings, as its runs recorded them, are in the report, and its leaderboard
     row says it is a peer and links there: a default is never read as a tuned comparison."""
@@ -416,6 +437,136 @@ def test_each_algorithm_shows_the_per_step_columns_it_declares(scaling_traces, s
     # slice-mr's trace predates compute_s: its table has no such column, auxvar's has
     slice_mr = steps.split("<h3><code>slice-mr</code></h3>", 1)[1].split("</table>", 1)[0]
     assert "compute_<wbr>s" in auxvar and "compute_<wbr>s" not in slice_mr
+
+
+# ---- the first screen ----------------------------------------------------------------------
+#: the equal budget of the first screen's traces, and a variant's own budget
+EQUAL = {"time_budget": 30.0, "iterations_requested": ITERATIONS}
+OWN = {"time_budget": 60.0, "iterations_requested": 12}
+#: a data set on which gibbs is still climbing after ITERATIONS sweeps: it cannot have converged
+CLIMBING = "synth-chang2013?n=600&seed=5"
+
+
+@pytest.fixture(scope="module")
+def screen_traces(tmp_path_factory):
+    """Real chains with the metadata of workflow runs (budget, dataset): gibbs, subc and search
+    at the equal budget on the labelled set, a subc variant with its own budget of 12
+    iterations, gibbs learning alpha, and gibbs alone on a larger set where it is still climbing."""
+    out = tmp_path_factory.mktemp("screen")
+    paths = []
+
+    def chain(dataset, name, seed, budget, variant=None, **options):
+        data = datasets.load(dataset)
+        sampler = algorithms.make(name, family=data.family, seed=seed, **options)
+        trace = driver.run_chain(sampler, data.X, budget["iterations_requested"], truth=data.labels,
+                                 dataset=dataset, warmup=False, name=variant)
+        meta = {"algorithm": name, "options": sampler.params, "dataset_meta": data.meta, **budget,
+                "alpha_prior": options.get("alpha_prior")}
+        paths.append(write_trace(trace, out / f"{len(paths)}.parquet", meta))
+
+    for seed in SEEDS:
+        for name in ALGORITHMS:
+            chain(DATA, name, seed, EQUAL)
+        chain(DATA, "subc", seed, OWN, variant="subc-12it")
+        chain(DATA, "gibbs", seed, EQUAL, variant=LEARNED, alpha_prior=(1.0, 1.0))
+        chain(CLIMBING, "gibbs", seed, EQUAL)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def screen(screen_traces):
+    """The first screen of :func:`screen_traces`, with the run table and chain statistics."""
+    from dpmmbench.reports import answer
+    from dpmmbench.reports.runs import label_order
+
+    frame, runs = read_runs(screen_traces)
+    stats = chain_stats.chain_statistics(frame, runs, ["dataset", "label"])
+    return answer.first_screen(runs, stats, label_order(runs)), runs, stats
+
+
+def test_first_screen_best_is_the_true_maximum_at_the_equal_budget(screen, screen_traces):
+    """The best log joint is the highest median over chains of the final log joint among the
+    methods at the equal budget, its margin the gap to the second; the variant with its own
+    budget and the runs that learn alpha are left out, and say why."""
+    from dpmmbench.reports.answer import Budget
+
+    found, _, _ = screen
+    finals = {}
+    for path in screen_traces:
+        trace, meta = read_trace(path)
+        key = (trace["dataset"].iloc[0], trace["algorithm"].iloc[0])
+        finals.setdefault(key, []).append(trace.sort_values("iteration")["log_joint"].iloc[-1])
+    here = {name: np.median(v) for (dataset, name), v in finals.items() if dataset == DATA}
+    a = found.datasets[0]
+    assert a.dataset == DATA and a.budget == Budget(30.0, ITERATIONS) and a.chains == (len(SEEDS), len(SEEDS))
+    assert a.points == 200 and a.dims == 2
+    ranked = sorted(ALGORITHMS, key=lambda name: -here[name])
+    best = a.best["final_log_joint"]
+    assert (best.label, best.runner_up) == (ranked[0], ranked[1])
+    assert best.value == pytest.approx(here[ranked[0]])
+    assert best.margin == pytest.approx(here[ranked[0]] - here[ranked[1]])
+    assert set(a.stats["label"]) == set(ALGORITHMS)
+    assert dict(a.left_out) == {"subc-12it": "60 s or 12 iterations", LEARNED: "learns α"}
+    assert "heldout_lpd" not in a.best  # nothing held out: no best to name
+
+
+def test_first_screen_says_when_the_best_method_has_not_converged(screen):
+    """Where the best method's chains disagree (R-hat above the threshold), its row says it
+    has not converged, in the data and on the page."""
+    from dpmmbench.reports import _sections
+
+    found, runs, stats = screen
+    climbing = next(a for a in found.datasets if a.dataset == CLIMBING)
+    row = stats[(stats["dataset"] == CLIMBING) & (stats["label"] == "gibbs")].iloc[0]
+    assert row["rhat_log_joint"] > chain_stats.RHAT_THRESHOLD and not row["converged"]  # still climbing
+    best = climbing.best["final_log_joint"]
+    assert best.label == "gibbs" and best.runner_up is None and not best.status.converged
+    assert best.status.reason == f"R̂ {row['rhat_log_joint']:.4g}"
+    order = list(dict.fromkeys(runs["label"]))
+    page = _sections.answer(found, order, figures.palette(order))
+    cells = dict(zip([h.parts[0] for h in page["table"].header], page["table"].rows[1]))
+    assert cells["data set"].parts[0] == CLIMBING
+    assert f"not converged: R̂ {row['rhat_log_joint']:.4g}" in [p.text for p in cells["best log joint"].parts
+                                                             if not isinstance(p, str)]
+    assert page["figure"] is not None
+
+
+def test_first_screen_gives_an_optimiser_na_and_names_every_row_that_did_not_converge(screen):
+    """search is an optimiser: R-hat is n/a for it (never "not converged"); every method x
+    data set row that did not converge is named in the paragraph with its data set and reason."""
+    from dpmmbench.reports import _sections
+
+    found, runs, _ = screen
+    a = found.datasets[0]
+    search = next(s for s in a.not_converged if s.label == "search")
+    assert search.reason == "n/a optimiser" and not any(s.label == "search" for s in a.converged)
+    order = list(dict.fromkeys(runs["label"]))
+    cells = _sections.answer(found, order, figures.palette(order))["table"].rows[0]
+    spans = [(p.text, p.cls) for c in cells for p in c.parts if not isinstance(p, str)]
+    assert ("n/a optimiser", "why") in spans and ("not converged: n/a optimiser", "bad") not in spans
+    text = found.paragraph
+    unconverged = [(d.dataset, s) for d in found.datasets for s in d.not_converged if not s.reason.startswith("n/a")]
+    assert unconverged and f"Not shown to converge ({len(unconverged)})" in text
+    # "R̂ above 1.01 on A: gibbs 1.54, subc 1.2; on B: ...; stuck on A: ...": (why, data set) -> methods
+    sentence = text.split(f"Not shown to converge ({len(unconverged)}): ", 1)[1].split(". ", 1)[0]
+    named, why = {}, None
+    for segment in sentence.split("; "):
+        head, methods = segment.split(": ", 1)
+        reason, _, dataset = head.rpartition("on ")
+        why = reason.strip() or why
+        named[why, dataset] = methods.split(", ")
+    for dataset, s in unconverged:
+        if s.reason.startswith("R̂ "):  # listed under the threshold, with the value
+            value = s.reason.removeprefix("R̂ ")
+            assert f"{s.label} {value}" in named[f"R̂ above {chain_stats.RHAT_THRESHOLD:g}", dataset], (dataset, s)
+        else:
+            assert s.label in named[s.reason, dataset], (dataset, s)
+    assert "optimiser: search" in text
+    rows = sum(d.rows for d in found.datasets)
+    converged = sum(len(d.converged) for d in found.datasets)
+    assert f"{converged} of {rows} method × data set rows converged" in text
+    assert "subc-12it (60 s or 12 iterations" in text and f"({LEARNED})" in text
+    assert "30 s or 4 iterations per chain on every data set" in text
 
 
 def test_values_are_escaped_by_default(tmp_path):
@@ -586,6 +737,8 @@ Promise.all([...document.images].map(img => img.decode().then(() => true, () => 
     return {box: [box.width, box.height]};
   }),
   sections: [...document.querySelectorAll("section")].map(s => s.id),
+  opening: [...document.body.children].slice(0, 4).map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "")),
+  answerTop: document.getElementById("answer") ? document.getElementById("answer").getBoundingClientRect().top : null,
   title: document.title,
 }))
 """
@@ -611,6 +764,8 @@ LAYOUT_JS = """
 """
 #: the window a reader on a laptop or a desktop has (issue: the leaderboard ran off its edge)
 READING_WIDTH = 1400
+#: the height of that window: what a reader sees before scrolling
+SCREEN_HEIGHT = 900
 
 
 def open_in_chromium(path: Path, tmp_path: Path, width: int | None = None) -> dict:
@@ -630,7 +785,7 @@ def open_in_chromium(path: Path, tmp_path: Path, width: int | None = None) -> di
         for domain in ("Runtime", "Log", "Network", "Page"):
             browser.send(f"{domain}.enable", session=session)
         if width is not None:
-            browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900,
+            browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": SCREEN_HEIGHT,
                                                                 "deviceScaleFactor": 1, "mobile": False},
                          session=session)
         browser.send("Page.navigate", {"url": path.as_uri()}, session=session)
@@ -684,6 +839,9 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     page = seen["page"]
     assert page["title"] == "dpmmbench comparison report"
     assert page["sections"] == SECTIONS
+    # the answer is the first thing after the lead paragraph and the contents, on the first screen
+    assert page["opening"] == ["h1", "p", "nav", "section#answer"], page["opening"]
+    assert page["answerTop"] < SCREEN_HEIGHT, page["answerTop"]
     assert len(page["images"]) == FIGURES
     for image in page["images"]:
         assert image["decoded"] and image["complete"], image["alt"]

@@ -104,3 +104,40 @@ def test_rhat_of_a_method_that_is_no_sampler_reads_na_with_the_reason(tmp_path):
     old = _summary_rows(**{"sklearn-bgm": (5609998777727528.0, None), "gibbs": (1.004, None)})
     page = results_doc.render(summary=old)
     assert _cells(page, "sklearn-bgm")[10] == "n/a¹" and _cells(page, "gibbs")[10] == "1.004"
+
+
+def test_the_page_opens_with_the_answer_from_the_traces(tmp_path):
+    """With the workflow's traces (a folder of them), docs/results.md opens with the first
+    screen, generated: the best log joint is the highest median over chains at the equal
+    budget, a variant with its own budget is left out, and the paragraph says what the run
+    can and cannot tell."""
+    folder = tmp_path / "traces"
+    ds = datasets.load("synth-chang2013?n=300")
+    finals = {}
+    for name, seed, budget in [(n, s, (30.0, 3)) for n in ("gibbs", "search") for s in (0, 1)] + [
+            ("gibbs", s, (60.0, 6)) for s in (0, 1)]:
+        variant = name if budget[1] == 3 else "gibbs-6it"
+        sampler = algorithms.make(name, family=ds.family, seed=seed)
+        trace = run_chain(sampler, ds.X, budget[1], truth=ds.labels, dataset="chang-300", warmup=False, name=variant)
+        finals.setdefault(variant, []).append(trace["log_joint"].iloc[-1])
+        write_trace(trace, folder / variant / f"seed{seed}.parquet",
+                    meta={"algorithm": name, "time_budget": budget[0], "iterations_requested": budget[1],
+                          "dataset_meta": ds.meta})
+    out = tmp_path / "results.md"
+    cmd = [sys.executable, "-m", "dpmmbench.reports.results_doc", "--traces", str(folder), "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert page.index("## The answer in one screen") < page.index("**What this run can and cannot tell you.**")
+    row = next(line for line in page.splitlines() if line.startswith("| `chang-300`"))
+    medians = {name: np.median(v) for name, v in finals.items() if name != "gibbs-6it"}
+    (top, value), (second, other) = sorted(medians.items(), key=lambda kv: -kv[1])
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[0] == "`chang-300` (300 points, 2 dims)" and cells[1] == "30 s or 3 iterations; 2 chains per method"
+    assert cells[2].startswith(f"`{top}` {value:,.1f}; ") and f"+{value - other:,.1f} over `{second}`" in cells[2]
+    assert "gibbs-6it" not in row and "gibbs-6it (60 s or 6 iterations, chang-300)" in page
+    assert "`search` (n/a optimiser)" in cells[5]
+
+    empty = subprocess.run(cmd[:3] + ["--traces", str(tmp_path / "none"), "--out", str(out)],
+                           capture_output=True, text=True)
+    assert empty.returncode == 2 and "none" in empty.stderr and "Traceback" not in empty.stderr
