@@ -283,7 +283,7 @@ def _more_draws(data_set: str, draws: list) -> str:
     counted = [d for d in draws if d.held is not None]
     seeds = {draw_of(d.dataset)[1] for d in draws}
     if seeds == {None}:
-        return " (this data set has no seed: it has one draw, so it cannot decide the claim alone)"
+        return " (this data set has no seed: it has one draw, so it cannot decide the claim)"
     builder, params, _ = resolve(data_set)
     missing, seed = [], 0
     while len(missing) < MIN_DRAWS - len(counted):

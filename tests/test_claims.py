@@ -243,6 +243,19 @@ def test_daume_one_bad_draw_of_three_does_not_decide_it(grid):
         in claim.summary
 
 
+def test_daume_on_a_data_set_without_seed_has_one_draw(grid):
+    """A text corpus has no seed: its one draw never decides; the MNIST draws beside it do."""
+    _daume(grid, "reuters?drop_top=10&vocab=1000", 5_000, (-400.0, -410.0))
+    alone = claims.daume2007(*grid.read())
+    assert alone.verdict == claims.UNDECIDED and "held on 0 of 1 draw" in alone.summary
+    assert "this data set has no seed: it has one draw, so it cannot decide the claim" in alone.summary
+    for dataset in MNIST:
+        _daume(grid, dataset, 3_000, (-600.0, -610.0))
+    both = claims.daume2007(*grid.read())
+    assert both.verdict == claims.HELD and "On mnist10k?n=3000, held on 3 of 3 draws" in both.summary
+    assert both.draws["draw"].tolist() == ["reuters?drop_top=10&vocab=1000", "seed=0", "seed=1", "seed=2"]
+
+
 # ---- Wang & Lin 2017 --------------------------------------------------------------------------
 WANG = ("synth-wang2017?scale=0.1", "synth-wang2017?scale=0.1&seed=1", "synth-wang2017?scale=0.1&seed=2",
         "synth-wang2017?scale=0.1&seed=3")
@@ -297,3 +310,23 @@ def test_missing_runs_are_still_could_not_be_checked(grid):
     runs = runs.assign(algorithm="gibbs", label="gibbs")
     found = claims.check_claims(frame, runs)
     assert [c.verdict for c in found] == [claims.UNCHECKED] * 3
+
+
+# ---- where the draws are shown ----------------------------------------------------------------
+def test_report_and_results_doc_show_a_row_per_draw(grid):
+    from dpmmbench.reports import _sections, results_doc
+
+    for i, dataset in enumerate(DRAWS):
+        _chang(grid, dataset, gibbs_final=-110_000.0 if i < 2 else -100_010.0)
+    _chang(grid, "synth-chang2013?seed=3", iterations=50)
+    chang = claims.chang2013(grid.read()[1])
+    shown = _sections.claims([chang])[0]
+    assert [row[1].parts[0] for row in shown["draws"].rows] == ["seed=0", "seed=1", "seed=2", "seed=3"]
+    assert [row[2].parts[0] for row in shown["draws"].rows][:3] == ["held", "held", "did not hold"]
+    assert len(shown["table"].rows) == 4 * 3 * 2  # and the chains behind them
+    # docs/results.md: the claims decided on the same trace files, with their draws table
+    page = results_doc.render(claims=results_doc.claims_of([grid.folder]))
+    section = page.split("## Claims of the papers", 1)[1]
+    assert f"### {chang.paper}: held" in section and "held on 2 of 3 draws" in section
+    assert "| synth-chang2013 | seed=2 | did not hold | -100,000.0 | 100.0 | 0 | -10 |" in section
+    assert "| synth-chang2013 | seed=3 | not counted: below the claim's scale: iterations subc 50" in section
