@@ -14,7 +14,8 @@ without it):
   side by side: time to a target NMI, and NMI and held-out log predictive at equal time);
 - ``--table TITLE=FILE.csv``: any other CSV a reproduction script wrote, shown as it is;
 - ``--traces``: the workflow's trace files (or folders, searched for ``*.parquet``): the page
-  then opens with the answer in one screen (:mod:`reports.answer`), as the HTML report does.
+  then opens with the answer in one screen (:mod:`reports.answer`), as the HTML report does,
+  and says where the run phase's time went (:mod:`reports.timing`, from the job files beside them).
 
 Usage::
 
@@ -293,10 +294,12 @@ def frame_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def render(perf=None, summary=None, exactness=None, tables=(), peers=None, screen=None, claims=None) -> str:
+def render(perf=None, summary=None, exactness=None, tables=(), peers=None, screen=None, claims=None,
+           timing=None) -> str:
     """The whole page from loaded inputs (any of them may be missing); ``screen`` is the
     first screen of the workflow's traces (:func:`first_screen_of`), ``claims`` the papers'
-    claims decided on them (:func:`claims_of`)."""
+    claims decided on them (:func:`claims_of`), ``timing`` where their time went
+    (:func:`timing_of`)."""
     out = [HEADER, "", "# Measured results", "",
            "Every table below is rendered from an output file named under its heading."]
     if screen is not None:
@@ -312,6 +315,8 @@ def render(perf=None, summary=None, exactness=None, tables=(), peers=None, scree
                 "Each paper's headline claim, decided on every draw of its data set (the same data set generated "
                 "with another seed) within the scale and budget from which it applies; the HTML report adds the "
                 "chains behind each draw.", "", claims_section(claims)]
+    if timing is not None:
+        out += ["", "## Where the time went (the workflow's job files)", "", timing_section(timing)]
     if perf is not None:
         out += ["", "## Kernel speed (`python -m benchmarks.report`)", "",
                 perf_table(perf["rows"], perf["machine"], perf["repeat"])]
@@ -352,6 +357,28 @@ def first_screen_of(paths):
 
     frame, runs = read_runs(_trace_files(paths))
     return first_screen(runs, chain_statistics(frame, runs, ["dataset", "label"]), label_order(runs))
+
+
+def timing_of(paths):
+    """Where the run phase's time went (:func:`reports.timing.workflow_timing`) for trace files,
+    or the ``*.parquet`` files under folders among ``paths``, with their job files."""
+    from .runs import read_runs
+    from .timing import workflow_timing
+
+    return workflow_timing(read_runs(_trace_files(paths))[1])
+
+
+def timing_section(timing) -> str:
+    """A :class:`reports.timing.WorkflowTiming` as Markdown: a sentence, then a row per figure
+    with its value and meaning."""
+    from .timing import timing_rows
+
+    lines = ["A run's start-up is its job's wall time (Snakemake's `benchmark:` file, the interpreter's start "
+             "included) less its sampler and scoring time; the sampling share weighs each run's sampler time by "
+             'the cores it claims, over the cores times the run phase (docs/design.md "Where the time goes").', "",
+             "| figure | value | meaning |", "|---|---|---|"]
+    lines += [f"| {figure} | {value} | {meaning} |" for figure, value, meaning in timing_rows(timing)]
+    return "\n".join(lines)
 
 
 def claims_of(paths) -> list:
@@ -395,7 +422,7 @@ def main(argv=None) -> int:
                         help="another CSV to show as a table (repeatable)")
     parser.add_argument("--traces", type=Path, nargs="+", metavar="PATH",
                         help="the workflow's trace files, or folders holding them (e.g. results/traces): "
-                             "the page opens with the answer in one screen")
+                             "the page opens with the answer in one screen and says where their time went")
     parser.add_argument("--out", type=Path, required=True, help="the Markdown file to write")
     args = parser.parse_args(argv)
     inputs = [p for p in (args.perf, args.summary, args.exactness, args.peers, *(p for _, p in args.table)) if p]
@@ -413,6 +440,7 @@ def main(argv=None) -> int:
         peers=json.loads(args.peers.read_text()) if args.peers else None,
         screen=first_screen_of(args.traces) if args.traces else None,
         claims=claims_of(args.traces) if args.traces else None,
+        timing=timing_of(args.traces) if args.traces else None,
     )
     atomic_write(args.out, lambda f: f.write(page.encode()))
     print(f"wrote {args.out}")

@@ -271,3 +271,19 @@ def test_the_report_shows_where_the_time_went(tmp_path):
     assert "runs timed 3 of 3" in text
     assert "start-up per run, median 0.05 s (goal ≤ 0.3 s: met)" in text
     assert "sampling share 90 % (goal ≥ 80 %: met)" in text  # 2.7 sampler-seconds over 1 core x 3 s
+
+
+def test_results_md_says_where_the_time_went(tmp_path):
+    from dpmmbench.reports import results_doc
+
+    results = tmp_path / "results"
+    for seed in range(2):
+        _workflow_run(results, "gibbs", seed, time_s=0.9, score_s=0.05, heldout_s=0.0, job_wall=1.0,
+                      finished_after=float(seed + 1), cluster=("tcp://127.0.0.1:1", 1, 1))
+    out = tmp_path / "results.md"
+    assert results_doc.main(["--traces", str(results / "traces"), "--out", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    section = page.split("## Where the time went (the workflow's job files)", 1)[1].split("\n## ", 1)[0]
+    assert "| runs timed | 2 of 2 |" in section
+    assert "| start-up per run, median | 0.05 s (goal ≤ 0.3 s: met) |" in section
+    assert "| sampling share | 90 % (goal ≥ 80 %: met) |" in section  # 1.8 sampler-seconds over 1 core x 2 s
