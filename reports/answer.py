@@ -341,21 +341,24 @@ def limits(found, runs: pd.DataFrame) -> str:
         said.append(f"{ok} of {rows} method × data set rows converged (R̂ of the log joint and of the number of "
                     f"clusters at most {chains.RHAT_THRESHOLD:g} over the chains' second halves, with an ESS).")
     kinds = {f"n/a {kind}" for kind in chains.NOT_A_SAMPLER}
-    unshown, other = {}, {}  # why -> data set -> methods; kind -> methods
+    unshown, other = {}, {}  # why -> method -> data sets; kind -> methods
     for a in found:
         for s in a.not_converged:
             if s.reason in kinds:
                 other.setdefault(s.reason.removeprefix("n/a "), {})[s.label] = None
-                continue
-            valued = s.reason.startswith("R̂ ") and s.reason != "R̂ unknown"
-            shown = f"{s.label} {s.reason.rsplit(' ', 1)[1]}" if valued else s.label
-            unshown.setdefault(_category(s.reason), {}).setdefault(a.dataset, []).append(shown)
+            else:
+                unshown.setdefault(_category(s.reason), {}).setdefault(s.label, []).append(a.dataset)
     if unshown:
-        count = sum(len(methods) for where in unshown.values() for methods in where.values())
-        said.append(f"Not shown to converge ({count}): "
-                    + "; ".join(f"{why} " + "; ".join(f"on {name}: {', '.join(methods)}"
-                                                      for name, methods in where.items())
-                                for why, where in unshown.items()) + ".")
+        count = sum(len(where) for who in unshown.values() for where in who.values())
+        said.append(f"Not shown to converge: {count} of {rows} rows (the table gives each one's R̂).")
+        every = [a.dataset for a in found if a.rows]
+        for why, who in unshown.items():
+            # methods that fail on the same data sets are named together: the paragraph stays short
+            places = {}
+            for label, where in who.items():
+                places.setdefault(tuple(where), []).append(label)
+            said.append(f"{why[0].upper()}{why[1:]}: " + "; ".join(
+                f"{', '.join(labels)} (on {_places(where, every)})" for where, labels in places.items()) + ".")
     if other:
         said.append("Not samplers, so R̂ and ESS do not apply (they climb to an optimum or a fixed point): "
                     + "; ".join(f"{kind}: {', '.join(who)}" for kind, who in other.items()) + ".")
@@ -376,6 +379,11 @@ def limits(found, runs: pd.DataFrame) -> str:
     said.append("Measured here, on this machine: sampler time per chain (start-up and scoring excluded), log joint, "
                 "held-out log predictive, R̂ and ESS; modelled, not measured: the scaling to more workers than ran.")
     return " ".join(said)
+
+
+def _places(where, every) -> str:
+    """The data sets a group of methods did not converge on, in words."""
+    return "every data set" if list(where) == every and len(every) > 1 else ", ".join(where)
 
 
 def _category(reason: str) -> str:
