@@ -74,7 +74,7 @@ class WorkflowTiming:
     span_s : float
         Seconds from the first job's start to the last job's end.
     cores : int
-        The workflow's cores :math:`C` (given, or the largest Dask cluster a run reached).
+        The workflow's cores :math:`C` (given, or found as :func:`workflow_timing` says).
     clusters : int
         Distinct Dask schedulers the runs reached (1: one cluster served the workflow).
     sampling_share : float
@@ -112,10 +112,11 @@ def workflow_timing(runs: pd.DataFrame, cores: int | None = None) -> WorkflowTim
         From :func:`reports.runs.read_runs` (``time_s``, ``score_s``, ``heldout_s``,
         ``job_wall_s``, ``startup_s``, ``workers``, ``meta``).
     cores : int, optional
-        The workflow's cores (Snakemake's ``--cores``). By default the largest Dask cluster
-        the runs' metadata describe (workers x threads per worker): the shared cluster's size
-        when one cluster served the workflow. With a cluster per run that is the largest
-        run's, the workflow's cores only if some run used them all: give ``cores`` then.
+        The workflow's cores (Snakemake's ``--cores``). By default, when one Dask cluster
+        served every run, its size (workers x threads per worker, from the runs' metadata);
+        when each run had its own, the cores the machine made available to the runs
+        (``cores_available``; the largest cluster when that is larger), which is the
+        workflow's ``--cores`` when it used the whole machine.
 
     Returns
     -------
@@ -133,8 +134,12 @@ def workflow_timing(runs: pd.DataFrame, cores: int | None = None) -> WorkflowTim
     timed = runs.assign(finished=finished)
     timed = timed[np.isfinite(timed["startup_s"]) & np.isfinite(timed["finished"])]
     largest = max((_cluster_cores(m.get("dask") or {}) for m in metas), default=0)
-    cores = int(cores) if cores is not None else max(largest, 1)
     clusters = len({(m.get("dask") or {}).get("scheduler") for m in metas} - {None})
+    if cores is None:
+        # Several clusters: each was one run's, and the workflow's --cores is in no metadata;
+        # the machine's cores are the most the runs could have had (the share is not overstated).
+        machine = max((int(m.get("cores_available") or 0) for m in metas), default=0) if clusters > 1 else 0
+        cores = max(largest, machine, 1)
     if timed.empty:
         nan = math.nan
         return WorkflowTiming(len(runs), 0, nan, nan, nan, nan, nan, nan, nan, cores, clusters, nan, nan, None, None)

@@ -213,16 +213,24 @@ def test_sampling_share_is_sampler_core_seconds_over_the_run_phase(tmp_path):
 
 def test_goals_met_and_clusters_counted_per_run(tmp_path):
     """One embedded cluster per run (the workflow before its shared cluster): each is counted,
-    and the cores are the largest cluster's."""
+    and the cores are the machine's that the runs could use (no metadata holds --cores)."""
     results = tmp_path / "results"
     paths = [_workflow_run(results, "gibbs", seed, time_s=0.9, score_s=0.05, heldout_s=0.0, job_wall=1.0,
-                           finished_after=float(seed + 1), cluster=(f"tcp://127.0.0.1:{seed + 1}", 1, 1))
+                           finished_after=float(seed + 1), cluster=(f"tcp://127.0.0.1:{seed + 1}", 1, 1),
+                           cores_available=2)
              for seed in range(3)]
     _, runs = read_runs(paths)
     timing = workflow_timing(runs)
-    assert (timing.cores, timing.clusters, timing.span_s) == (1, 3, pytest.approx(3.0))
-    assert timing.startup_median_s == pytest.approx(0.05)
-    assert timing.sampling_share == pytest.approx(2.7 / 3.0) and timing.startup_met and timing.sampling_met
+    assert (timing.cores, timing.clusters, timing.span_s) == (2, 3, pytest.approx(3.0))
+    assert timing.startup_median_s == pytest.approx(0.05) and timing.startup_met
+    assert timing.sampling_share == pytest.approx(2.7 / 6.0) and not timing.sampling_met
+    assert workflow_timing(runs, cores=1).sampling_share == pytest.approx(2.7 / 3.0)
+    assert workflow_timing(runs, cores=1).sampling_met
+    # without the machine's cores in the metadata, the largest cluster's
+    _, older = read_runs([_workflow_run(tmp_path / "older", "gibbs", seed, time_s=0.9, score_s=0.05, heldout_s=0.0,
+                                        job_wall=1.0, finished_after=float(seed + 1),
+                                        cluster=(f"tcp://127.0.0.1:{seed + 1}", 1, 1)) for seed in range(2)])
+    assert workflow_timing(older).cores == 1
 
 
 def test_no_timed_run_gives_no_figures_and_bad_cores_are_refused(tmp_path):
