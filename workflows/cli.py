@@ -24,6 +24,8 @@ import os
 import sys
 from contextlib import contextmanager
 
+#: the environment variable naming a workflow's run service (its state folder or socket)
+SERVICE_VARIABLE = "DPMMBENCH_SERVICE"
 #: exit codes by class of mistake; :func:`main` maps exceptions to them, in one place
 EXIT_CODES = {
     "usage": 2,        # unknown command, algorithm or option, a missing or invalid option value
@@ -199,8 +201,8 @@ def _cmd_run(args) -> int:
                           test_fraction=args.test_fraction, split_seed=args.split_seed,
                           heldout_draws=args.heldout_draws, warmup=args.warmup)
     with _quiet_dask(not args.traceback):
-        trace, meta = driver.run(spec, out=out, progress=progress)
-    meta["command"] = ["dpmmbench", *args.argv]
+        trace, meta = driver.run(spec, out=out, progress=progress, client=args.client, cache=args.cache,
+                                 command=["dpmmbench", *args.argv])
     # Every option was checked: temporaries a killed run left next to --out can go.
     remove_stale_temporaries(out)
     _write(out, lambda: write_trace(trace, out, meta))
@@ -225,8 +227,11 @@ def _quiet_dask(quiet: bool):
     # it is imported, which comes later (the parameters are checked before).
     disabled, options = logging.root.manager.disable, list(sys.warnoptions)
     logging.disable(logging.ERROR)
-    # The tracker process is started with this process's -W options.
-    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
+    # The tracker process is started with this process's -W options (added once: the run
+    # service runs several runs at once, each restoring what it found).
+    ignore = "ignore::UserWarning:multiprocessing.resource_tracker"
+    if ignore not in sys.warnoptions:
+        sys.warnoptions.append(ignore)
     try:
         yield
     finally:
@@ -358,13 +363,24 @@ def _one_line(text) -> str:
     return " ".join(str(text or "").split())
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, client=None, cache=None, cwd=None) -> int:
     """Entry point of ``dpmmbench``; returns the exit code.
+
+    When ``$DPMMBENCH_SERVICE`` names a workflow's run service (:mod:`workflows.service`),
+    ``dpmmbench run`` hands its arguments to it and relays its output and exit code, having
+    imported nothing heavy; a service that does not answer is a cluster error (exit 5).
 
     Parameters
     ----------
     argv : list of str, optional
         Arguments without the program name (default: ``sys.argv[1:]``).
+    client : workflows.cluster.SharedCluster, optional
+        ``run`` computes on this shared cluster (the run service's own call).
+    cache : workflows.driver.RunCache, optional
+        ``run`` loads its data through this cache (the run service's own call).
+    cwd : str, optional
+        The folder relative paths (``--out``, ``--data-file``) are relative to, when it is
+        not this process's working folder (the run service's call for a job elsewhere).
 
     Returns
     -------
@@ -373,12 +389,18 @@ def main(argv=None) -> int:
         line on stderr; an unexpected exception (a bug) propagates with its traceback.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    service = os.environ.get(SERVICE_VARIABLE)
+    if client is None and service and _command(argv) == "run":
+        return _forward(argv, service)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help or a usage error, already printed by argparse
         return exc.code if isinstance(exc.code, int) else EXIT_CODES["usage"]
-    args.argv = argv
+    args.argv, args.client, args.cache = argv, client, cache
+    if cwd is not None and args.command == "run":
+        args.out = os.path.join(cwd, args.out)  # an absolute path stays as it is
+        args.data_file = None if args.data_file is None else os.path.join(cwd, args.data_file)
     try:
         return args.func(args)
     except BrokenPipeError:
@@ -392,6 +414,28 @@ def main(argv=None) -> int:
             raise
         print(f"dpmmbench: {_message(exc, kind)}", file=sys.stderr)
         return EXIT_CODES[kind]
+
+
+def _command(argv) -> str | None:
+    """The subcommand ``argv`` names (its first word after the global flags), if any."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _forward(argv, service) -> int:
+    """``dpmmbench run`` through the run service ``service``: its output relayed, its exit code."""
+    from .service import ServiceGone, forward
+
+    try:
+        code, out, err = forward(argv, service)
+    except ServiceGone as exc:
+        print(f"dpmmbench: error: {exc}", file=sys.stderr)
+        return EXIT_CODES["cluster"]
+    except KeyboardInterrupt:  # the service sees the connection close and cancels the run
+        print("dpmmbench: interrupted", file=sys.stderr)
+        return EXIT_CODES["interrupted"]
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return code
 
 
 def _kind(exc: BaseException) -> str | None:

@@ -23,7 +23,9 @@ Not run by the doctests (``+SKIP``): starting worker processes takes seconds.
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, check_parameter
 
@@ -307,19 +309,22 @@ def _identity(address: str, timeout: float):
         return pool.submit(lambda: asyncio.run(ask())).result()
 
 
-def describe(client) -> dict:
+def describe(client, shared: bool = False) -> dict:
     """Where a run computed, for its provenance.
 
     Parameters
     ----------
     client : distributed.Client
+    shared : bool
+        The cluster serves many runs (the workflow's run service, :class:`SharedCluster`).
 
     Returns
     -------
     dict
         ``scheduler`` (address), ``dashboard`` (link or None), ``embedded`` (True if the
-        cluster was started for this run), ``n_workers`` and ``threads_per_worker`` (an
-        int, or the sorted distinct values when the workers differ).
+        cluster was started here: for this run, or by the run service for its workflow),
+        ``shared`` (``shared``), ``n_workers`` and ``threads_per_worker`` (an int, or the
+        sorted distinct values when the workers differ) of the whole cluster.
     """
     info = client.scheduler_info(n_workers=-1)
     counts = sorted({int(w.get("nthreads", 0)) for w in info["workers"].values()})
@@ -331,9 +336,209 @@ def describe(client) -> dict:
         "scheduler": client.scheduler.address,
         "dashboard": dashboard,
         "embedded": client.cluster is not None,
+        "shared": bool(shared),
         "n_workers": len(info["workers"]),
         "threads_per_worker": counts[0] if len(counts) == 1 else counts,
     }
+
+
+def scheduler_file_address(path) -> str:
+    """The scheduler address in a Dask scheduler file (``dask scheduler --scheduler-file PATH``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    str
+        The address, checked by :func:`check_address`.
+
+    Raises
+    ------
+    ConnectionError
+        The file cannot be read, is not JSON or names no address (no scheduler to reach).
+    """
+    import json
+
+    try:
+        with open(path) as f:
+            info = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ConnectionError(f"scheduler file {os.fspath(path)!r}: {exc}") from exc
+    address = info.get("address") if isinstance(info, dict) else None
+    if not isinstance(address, str):
+        raise ConnectionError(f"scheduler file {os.fspath(path)!r} names no scheduler address")
+    return check_address(address)
+
+
+@dataclass
+class Reservation:
+    """The workers a run holds on a :class:`SharedCluster` (``addresses``: empty when the
+    cluster has no worker yet, the run's own checks then say so), and the futures it asked
+    to be cancelled with it (:meth:`track`)."""
+
+    addresses: list[str]
+    futures: list = field(default_factory=list)
+
+    def track(self, future) -> None:
+        """Cancel ``future`` if the run is cancelled (:meth:`SharedCluster.cancel`)."""
+        self.futures.append(future)
+
+
+class SharedCluster:
+    """One Dask cluster serving many runs, each on workers of its own while it computes.
+
+    The workflow's run service (:mod:`workflows.service`) holds one for the whole workflow:
+    started here (:meth:`start`, exactly the embedded cluster of :func:`dask_client`) or an
+    existing one (:meth:`connect`), which :meth:`close` leaves running.
+
+    Runs reserve workers (:meth:`reserve`) so that two runs never compute on one worker:
+    Snakemake bounds the cores the runs claim together, and the cluster has as many worker
+    slots as the workflow has cores, so the reservations honour the same bound as a
+    cluster per run did (Dask alone would place a serial chain beside a sharded run's
+    actor, whose calls do not count as the worker's load). Data sent through
+    :meth:`scatter` go to every worker once and stay while this object lives.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A connected client (owned by this object: :meth:`close` closes it).
+    cluster : distributed.LocalCluster, optional
+        The cluster started for it, closed by :meth:`close`; None for an existing one.
+    """
+
+    def __init__(self, client, cluster=None):
+        self.client = client
+        self.cluster = cluster
+        self._cond = threading.Condition()
+        self._busy: set[str] = set()  #: addresses reserved by a run
+        self._held: dict[int, Reservation] = {}  #: thread ident -> the reservation it holds
+        self._scattered: dict = {}  #: key -> future of data on every worker
+
+    @classmethod
+    def start(cls, workers: int, threads: int) -> SharedCluster:
+        """An embedded cluster of ``workers`` x ``threads`` on 127.0.0.1 (see :func:`dask_client`).
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad sizes, or larger than :func:`check_embedded` allows.
+        """
+        import distributed
+
+        workers = check_parameter("workers", workers)
+        threads = check_parameter("threads", threads)
+        check_embedded(workers, threads)
+        cluster = _local_cluster(workers, threads)
+        try:
+            return cls(distributed.Client(cluster), cluster)
+        except BaseException:
+            cluster.close()
+            raise
+
+    @classmethod
+    def connect(cls, address: str) -> SharedCluster:
+        """The existing cluster at ``address`` (:func:`connect`), never stopped by this object."""
+        return cls(connect(address))
+
+    @property
+    def owns(self) -> bool:
+        """Whether :meth:`close` stops the cluster (it was started here)."""
+        return self.cluster is not None
+
+    @property
+    def address(self) -> str:
+        """The scheduler's address."""
+        return self.client.scheduler.address
+
+    def describe(self) -> dict:
+        """:func:`describe` of the cluster, ``shared`` true."""
+        return describe(self.client, shared=True)
+
+    @contextmanager
+    def reserve(self, n: int):
+        """``n`` workers no other run computes on, for the ``with`` block.
+
+        Waits until that many are free; a cluster with fewer workers gives all it has (the
+        run's own checks then say whether that is enough).
+
+        Yields
+        ------
+        Reservation
+        """
+        ident = threading.get_ident()
+        with self._cond:
+            while True:
+                live = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+                free = [w for w in live if w not in self._busy]
+                want = min(n, len(live))
+                if len(free) >= want:
+                    break
+                self._cond.wait(0.5)  # woken by a release; the timeout sees workers come and go
+            reservation = Reservation(free[:want])
+            self._busy.update(reservation.addresses)
+            self._held[ident] = reservation
+        try:
+            yield reservation
+        finally:
+            self.release(ident)
+
+    def release(self, ident: int) -> None:
+        """Free the workers the thread ``ident`` holds (done by :meth:`reserve`; again, harmlessly,
+        by whoever interrupted that thread, in case the interrupt landed in the release)."""
+        with self._cond:
+            reservation = self._held.pop(ident, None)
+            if reservation is not None:
+                self._busy.difference_update(reservation.addresses)
+                self._cond.notify_all()
+
+    def cancel(self, ident: int, restart: bool = True) -> None:
+        """Stop the computing of the run in thread ``ident``: cancel its tracked futures and,
+        with ``restart`` on a cluster started here, restart its workers (a running task
+        cannot be stopped otherwise). Nothing if it holds no reservation."""
+        with self._cond:
+            reservation = self._held.get(ident)
+        if reservation is None:
+            return
+        if reservation.futures:
+            self.client.cancel(reservation.futures, force=True)
+        if restart and self.owns and reservation.addresses:
+            with suppress(Exception):  # noqa: BLE001 - a worker that is gone already is stopped
+                self.client.restart_workers(reservation.addresses, raise_for_error=False)
+
+    def scatter(self, key, data):
+        """``data`` on the workers, as a future.
+
+        Parameters
+        ----------
+        key : hashable or None
+            What ``data`` are (e.g. a dataset's cache key and its split): data of a key seen
+            before are not sent again, while the future still holds them; None sends them
+            for this call only.
+        data : object
+
+        Returns
+        -------
+        distributed.Future
+        """
+        if key is None:
+            return self.client.scatter(data, hash=False)
+        with self._cond:
+            future = self._scattered.get(key)
+            if future is None or future.status != "finished":  # lost with every worker holding it
+                future = self._scattered[key] = self.client.scatter(data, hash=False, broadcast=True)
+            return future
+
+    def close(self) -> None:
+        """Close the client, and the cluster if it was started here (also after an error)."""
+        with self._cond:
+            self._scattered.clear()
+        try:
+            self.client.close()
+        finally:
+            if self.cluster is not None:
+                self.cluster.close()
 
 
 def thread_environment(threads: int) -> dict[str, str]:

@@ -4,11 +4,13 @@ import os
 import shlex
 import sys
 
+from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS
-from dpmmbench.workflows import _config
+from dpmmbench.workflows import _config, service
+from dpmmbench.workflows.cli import SERVICE_VARIABLE
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
@@ -66,11 +68,49 @@ def trace_paths():
 
 
 def run_threads(wildcards):
-    """Cores a run job claims: its embedded cluster's workers x threads, or one core for a
-    job that only drives an existing cluster."""
-    if config.get("dask", {}).get("scheduler"):
+    """Cores a run job claims: the workers x threads it computes on (reserved for it on the
+    workflow's cluster, or its own cluster's), or one core for a job that only drives an
+    existing cluster."""
+    dask = config.get("dask", {})
+    if dask.get("scheduler") or dask.get("scheduler_file"):
         return 1
-    return int(wildcards.workers) * config.get("dask", {}).get("threads", RUN_DEFAULTS["threads"])
+    return int(wildcards.workers) * dask.get("threads", RUN_DEFAULTS["threads"])
+
+
+def service_workers():
+    """Workers of the workflow's one cluster: one per ``threads`` of the cores Snakemake may
+    use (so that every core a job claims has a worker to compute on), and at least as many as
+    the largest run asks for (a ``-2w`` run on one core gets its two workers)."""
+    threads = config.get("dask", {}).get("threads", RUN_DEFAULTS["threads"])
+    largest = max((max(worker_counts(name)) for name in run_names()), default=1)
+    try:
+        cores = workflow.cores
+    except WorkflowError:  # no --cores (e.g. a cluster executor): as many as the runs need
+        cores = 0
+    return max(cores // threads, largest, 1)
+
+
+def start_run_service():
+    """``onstart``: start the workflow's run service (workflows/service.py, one Dask cluster for
+    every run) when the DAG has runs to do, and point the run jobs at it through
+    ``$DPMMBENCH_SERVICE``. Under ``--software-deployment-method conda`` the jobs run in the
+    env's own Python and keep a cluster each, as a single ``dpmmbench run`` does."""
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        return
+    if not any(job.rule.name == "run_chain" for job in workflow.dag.needrun_jobs()):
+        return  # e.g. `snakemake prepare_datasets`, or only the report left to build: no cluster
+    dask = config.get("dask", {})
+    state = service.start(workers=service_workers(), threads=dask.get("threads", RUN_DEFAULTS["threads"]),
+                          scheduler=dask.get("scheduler"), scheduler_file=dask.get("scheduler_file"))
+    os.environ[SERVICE_VARIABLE] = state
+
+
+def stop_run_service():
+    """``onsuccess`` and ``onerror``: stop the run service and the cluster it started (an
+    interrupted or killed Snakemake calls neither: the service then sees its parent end)."""
+    state = os.environ.pop(SERVICE_VARIABLE, None)
+    if state:
+        service.stop(state)
 
 
 def run_args(wildcards, input):

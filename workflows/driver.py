@@ -25,15 +25,18 @@ Example
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import secrets
 import sys
+import threading
 import time
 import zipfile
 import zlib
 from collections import deque
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -296,7 +299,7 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
 
 
 # ---- one run, by names ------------------------------------------------------------------
-def run(spec, *, out=None, progress=False):
+def run(spec, *, out=None, progress=False, client=None, cache=None, command=None):
     """Run ``spec`` on Dask; return its trace and provenance.
 
     The chain runs on the training part of a seeded held-out split of the dataset
@@ -305,9 +308,12 @@ def run(spec, *, out=None, progress=False):
     density of the held-out points under the chain's last ``heldout_draws`` states is the
     run's ``heldout_lpd`` (see :func:`heldout_lpd`).
 
-    Every run goes through :func:`workflows.cluster.dask_client`: an existing cluster
-    (``spec.scheduler`` or ``$DASK_SCHEDULER_ADDRESS``) or an embedded ``LocalCluster`` of
-    ``spec.workers`` processes with ``spec.threads`` threads each, shut down at the end. A serial
+    Without ``client``, a run goes through :func:`workflows.cluster.dask_client`: an existing
+    cluster (``spec.scheduler`` or ``$DASK_SCHEDULER_ADDRESS``) or an embedded ``LocalCluster`` of
+    ``spec.workers`` processes with ``spec.threads`` threads each, shut down at the end. With
+    ``client`` (the workflow's run service, :mod:`workflows.service`), it reserves
+    ``spec.workers`` workers of that shared cluster for as long as it computes, and leaves the
+    cluster running. A serial
     sampler runs as one task in a worker process (the data are scattered to it); a sampler
     that supports a backend (``supports_backend``) runs its master loop here and its shards
     on the workers. Cluster start-up and data transfer are never part of ``time_s``.
@@ -329,6 +335,16 @@ def run(spec, *, out=None, progress=False):
         ``"failed"`` and the ``error`` in the metadata, and the error is raised.
     progress : bool
         Show a progress bar on stderr.
+    client : workflows.cluster.SharedCluster or distributed.Client, optional
+        A cluster shared with other runs, to run on instead of opening one (a plain client
+        is shared as it is); never closed by the run. ``spec.scheduler``, when given, must
+        be its address.
+    cache : RunCache, optional
+        Datasets and environment facts shared with other runs of this process (each dataset
+        is then loaded once and, on a shared cluster, sent to the workers once).
+    command : list of str, optional
+        The command line recorded in the metadata (also of a failed run's trace); default
+        this process's (the run service records its job's).
 
     Returns
     -------
@@ -337,7 +353,8 @@ def run(spec, *, out=None, progress=False):
     meta : dict
         JSON-serialisable provenance: the run's parameters, the dataset's metadata,
         iterations actually run, backend, the Dask cluster (``dask``: scheduler, dashboard,
-        workers, threads, start-up seconds) and the worker process the chain ran in
+        workers, threads, whether it was embedded and shared, start-up seconds; on a shared
+        cluster, ``reserved``: the workers the run held) and the worker process the chain ran in
         (``worker``: pid, numba threads and cache use), package versions, CPU, git commit,
         command line, start and finish time (UTC; ``finished_utc`` to the millisecond), ``wall_s``
         and ``score_s``, ``heldout_s`` (seconds spent scoring the states and the held-out points,
@@ -361,19 +378,33 @@ def run(spec, *, out=None, progress=False):
 
     if not isinstance(spec, RunSpec):
         raise TypeError(f"run takes a RunSpec, got {type(spec).__name__}")
-    measured = _Measured(started=datetime.now(timezone.utc), clock=time.perf_counter())
+    measured = _Measured(started=datetime.now(timezone.utc), clock=time.perf_counter(),
+                         command=list(sys.argv) if command is None else list(command))
     cls = algorithms.get(spec.algorithm)  # an unknown name fails before any data are loaded
-    address = cluster.scheduler_address(spec.scheduler)
-    if address is not None:
-        cluster.check_address(address)
+    if client is not None:
+        shared = client if isinstance(client, cluster.SharedCluster) else cluster.SharedCluster(client)
+        address = shared.address
+        if spec.scheduler is not None and cluster.check_address(spec.scheduler) != address:
+            raise ConnectionError(f"this run asks for the Dask scheduler at {spec.scheduler}, but it runs on the "
+                                  f"shared cluster at {address}")
     else:
-        cluster.check_embedded(spec.workers, spec.threads)  # before the data are loaded
+        shared = None
+        address = cluster.scheduler_address(spec.scheduler)
+        if address is not None:
+            cluster.check_address(address)
+        else:
+            cluster.check_embedded(spec.workers, spec.threads)  # before the data are loaded
 
     # Data and sampler first: every user error (name, option, value, data) fails before a
     # cluster is started.
     from dpmmbench.datasets import holdout
 
-    data = measured.data = _load_data(spec.dataset, spec.data_file)
+    if cache is not None:
+        data_key, data = cache.data(spec.dataset, spec.data_file)
+        measured.environment = cache.environment()
+    else:
+        data_key, data = None, _load_data(spec.dataset, spec.data_file)
+    measured.data = data
     train, test = holdout(data, spec.test_fraction, spec.split_seed)
     # the one build, the one check
     sampler = measured.sampler = cls(data.family, alpha=spec.alpha, seed=spec.seed, alpha_prior=spec.alpha_prior,
@@ -391,14 +422,19 @@ def run(spec, *, out=None, progress=False):
 
     entered = time.perf_counter()
     try:
-        with cluster.dask_client(workers=spec.workers, threads=spec.threads, scheduler=address) as client:
-            measured.dask = dict(cluster.describe(client), startup_s=time.perf_counter() - entered)
+        with _on_cluster(spec, address, shared) as (client, reservation):
+            measured.dask = dict(cluster.describe(client, shared=shared is not None),
+                                 startup_s=time.perf_counter() - entered)
+            workers = None
+            if reservation is not None:
+                measured.dask["reserved"] = workers = list(reservation.addresses) or None
             if sampler.supports_backend:
                 # A sharded sampler: its master loop here, its shards resident on the workers
                 # (docs/design.md "Execution model").
-                from dpmmbench.algorithms.backends import make_backend
+                from dpmmbench.algorithms.backends import DaskBackend
 
-                backend = make_backend(spec.workers, client)
+                backend = DaskBackend(client, n_workers=spec.workers,
+                                      workers=workers if workers is not None and len(workers) == spec.workers else None)
                 sampler.attach_backend(backend)
                 measured.backend = backend.describe()
                 chain = _chain_task(sampler, train.X, spec, chain_args)
@@ -409,9 +445,18 @@ def run(spec, *, out=None, progress=False):
                 from dpmmbench.algorithms.backends.dask_backend import wait_for_workers
 
                 wait_for_workers(client, 1, why="no worker to run the chain on")  # scatter would wait for ever
-                X = client.scatter(train.X, hash=False)
+                if shared is None:
+                    X = client.scatter(train.X, hash=False)
+                else:
+                    # the same training part of a dataset is sent to the workers once per cluster
+                    X = shared.scatter(None if data_key is None else (data_key, spec.test_fraction, spec.split_seed),
+                                       train.X)
+                # on its reserved worker, or on another one if that worker is lost
                 future = client.submit(_chain_task, sampler, X, spec, chain_args, pure=False,
-                                       key=f"chain-{spec.algorithm}-{sampler.seed}-{secrets.token_hex(4)}")
+                                       key=f"chain-{spec.algorithm}-{sampler.seed}-{secrets.token_hex(4)}",
+                                       workers=workers, allow_other_workers=workers is not None)
+                if reservation is not None:
+                    reservation.track(future)
                 chain = future.result()
                 measured.backend = "serial: one task in a Dask worker process"
             if chain.error is not None:
@@ -436,6 +481,21 @@ def run(spec, *, out=None, progress=False):
         measured.split["heldout_s"] = time.perf_counter() - began
     status = "completed" if chain.stopped == "completed" else f"stopped: {chain.stopped}"
     return chain.trace, _provenance(spec, measured, status=status)
+
+
+@contextmanager
+def _on_cluster(spec, address, shared):
+    """``(client, reservation)`` of a run for the ``with`` block: a cluster of its own
+    (:func:`workflows.cluster.dask_client`, no reservation), or ``spec.workers`` workers
+    reserved on ``shared``."""
+    from . import cluster
+
+    if shared is None:
+        with cluster.dask_client(workers=spec.workers, threads=spec.threads, scheduler=address) as client:
+            yield client, None
+    else:
+        with shared.reserve(spec.workers) as reservation:
+            yield shared.client, reservation
 
 
 @dataclass
@@ -467,6 +527,8 @@ class _Measured:
     dask: dict = field(default_factory=dict)
     backend: str | None = None
     chain: _Chain | None = None
+    environment: dict | None = None  #: :func:`provenance.environment`, when a cache holds it
+    command: list = field(default_factory=list)  #: the command line of the run
 
 
 def _provenance(spec, measured, status) -> dict:
@@ -509,11 +571,11 @@ def _provenance(spec, measured, status) -> dict:
         "score_s": float(chain.score_s),
         "heldout_s": float(measured.split.get("heldout_s", 0.0)),
         "wall_s": time.perf_counter() - measured.clock,
-        "command": list(sys.argv),
+        "command": measured.command,
         "started_utc": measured.started.isoformat(timespec="seconds"),
         # to the millisecond: a workflow's timing places each job by its end (reports/runs.py)
         "finished_utc": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-        **environment(),
+        **(measured.environment if measured.environment is not None else environment()),
     }
 
 
@@ -551,6 +613,84 @@ def _load_data(dataset, data_file=None):
         named = str(dataset if data_file is None else data_file)
         raise DataError(message if named in message or repr(named) in message else f"{what}: {message}") from exc
     return data
+
+
+class RunCache:
+    """What the runs of one long-lived process share (the workflow's run service,
+    :mod:`workflows.service`): each dataset loaded and checked once, and the environment facts
+    that cannot change while the process lives (package versions, CPU, the git state of the
+    code it imported) computed once.
+
+    A dataset read from a data file is keyed by its name and the file's resolved path, size,
+    modification time and sha256, so a file written again (a new preprocessing) is read
+    again; a dataset generated or fetched by name is keyed by its name. Safe to use from
+    several threads: a dataset two runs ask for at once is loaded once.
+
+    Examples
+    --------
+    >>> from dpmmbench.workflows.driver import RunCache
+    >>> cache = RunCache()
+    >>> key, ds = cache.data("synth-chang2013?n=100")
+    >>> cache.data("synth-chang2013?n=100")[1] is ds
+    True
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._data: dict = {}  #: key -> Dataset
+        self._loading: dict = {}  #: key -> the lock its loader holds
+        self._environment: dict | None = None
+
+    @staticmethod
+    def key(dataset: str, data_file=None):
+        """The cache key of a run's data (see the class), or None when the data file cannot be
+        read (then it is not cached, and loading it says what is wrong)."""
+        if data_file is None:
+            return (dataset, None)
+        path = Path(data_file)
+        try:
+            stat = path.stat()
+            with open(path, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
+        except OSError:
+            return None
+        return (dataset, str(path.resolve()), stat.st_size, stat.st_mtime_ns, digest)
+
+    def data(self, dataset: str, data_file=None):
+        """``(key, data)``: the run's dataset as :func:`run` loads it (the same checks and
+        :class:`DataError`), loaded on the first call for its key.
+
+        Parameters
+        ----------
+        dataset : str
+            Dataset name.
+        data_file : str or os.PathLike, optional
+            Its preprocessed file.
+
+        Returns
+        -------
+        key : tuple or None
+            See :meth:`key`.
+        data : datasets.Dataset
+            Shared by every run that asks for it: never to be modified.
+        """
+        key = self.key(dataset, data_file)
+        if key is None:
+            return None, _load_data(dataset, data_file)
+        with self._lock:
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            data = self._data.get(key)
+            if data is None:
+                data = self._data[key] = _load_data(dataset, data_file)
+        return key, data
+
+    def environment(self) -> dict:
+        """:func:`workflows.provenance.environment`, computed on the first call."""
+        with self._lock:
+            if self._environment is None:
+                self._environment = environment()
+            return self._environment
 
 
 def _chain_task(sampler, X, spec, chain_args) -> _Chain:

@@ -5,10 +5,30 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-# One run per job. The job reaches Dask through workflows/cluster.py: the config's
-# dask.scheduler (or $DASK_SCHEDULER_ADDRESS), else a LocalCluster of its own, which is why
-# it claims workers x threads cores. `shell:` + `python -m`, never `script:` (see
-# docs/design.md "Dask clusters": spawned Dask workers re-import a `script:` file without its `snakemake` object).
+# One Dask cluster for the whole workflow (docs/design.md "Dask clusters"): before the first
+# job, the run service (workflows/service.py) starts it, sized from --cores and the config's
+# dask block, or connects to dask.scheduler / dask.scheduler_file (an existing cluster, never
+# stopped); it stops on success and on failure here, and by itself when Snakemake is gone
+# (Ctrl-C and a kill call neither hook).
+onstart:
+    start_run_service()
+
+
+onsuccess:
+    stop_run_service()
+
+
+onerror:
+    stop_run_service()
+
+
+# One run per job. The job is the `dpmmbench run` command: it hands its arguments to the run
+# service ($DPMMBENCH_SERVICE), which runs it on workers reserved for it while it computes,
+# which is why it still claims workers x threads cores (a -2w run takes both of two cores and
+# runs alone). Without the service (--no-hooks, conda) the same command starts a cluster of
+# its own. `shell:` + `python -m`, never `script:` (see docs/design.md "Dask clusters":
+# spawned Dask workers re-import a `script:` file without its `snakemake` object). The
+# benchmark file is Snakemake's own measure of the job's wall time.
 rule run_chain:
     input:
         # a downloaded dataset is fetched and preprocessed once (workflows/data.smk)
@@ -17,6 +37,8 @@ rule run_chain:
         TRACE,
     log:
         "logs/run/{dataset}/{algorithm}/w{workers}/seed{seed}.log",
+    benchmark:
+        "results/jobs/{dataset}/{algorithm}/w{workers}/seed{seed}.tsv"
     threads: run_threads
     params:
         args=run_args,

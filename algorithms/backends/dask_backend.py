@@ -562,6 +562,9 @@ class DaskBackend(Backend):
     retries : int, optional
         Times in a row a shard's step is sent again after losing its worker, before
         :class:`ShardFailedError`; default the Dask config ``dpmmbench.retries`` (2).
+    workers : list of str, optional
+        Addresses of the ``n_workers`` workers to use (e.g. those a run reserved on a shared
+        cluster); default the first ``n_workers`` by address.
 
     Raises
     ------
@@ -571,7 +574,8 @@ class DaskBackend(Backend):
     """
 
     def __init__(self, client, n_workers: int | None = None, n_shards: int | None = None,
-                 timeout: float | None = None, checkpoint_ratio: float = 2.0, retries: int | None = None):
+                 timeout: float | None = None, checkpoint_ratio: float = 2.0, retries: int | None = None,
+                 workers: list[str] | None = None):
         if not checkpoint_ratio >= 0:
             raise ValueError(f"checkpoint_ratio must be >= 0, got {checkpoint_ratio!r}")
         self.checkpoint_ratio = float(checkpoint_ratio)
@@ -591,9 +595,14 @@ class DaskBackend(Backend):
             wait_for_workers(client, 1 if n_workers is None else n_workers, timeout, "not enough workers")
         except TimeoutError as error:
             raise ValueError(f"n_workers = {n_workers}: {error}" if n_workers is not None else str(error)) from None
-        workers = sorted(client.scheduler_info()["workers"])
+        present = sorted(client.scheduler_info()["workers"])
+        if workers is not None:
+            if n_workers is not None and len(workers) != n_workers or not set(workers) <= set(present):
+                raise ValueError(f"workers {workers!r}: not {n_workers} workers of the Dask scheduler at "
+                                 f"{client.scheduler.address} (present: {present})")
+            present = list(workers)
         self.client = client
-        self.workers = workers[:n_workers] if n_workers is not None else workers
+        self.workers = present[:n_workers] if n_workers is not None else present
         self.n_shards = len(self.workers) if n_shards is None else int(n_shards)
 
     def __repr__(self):

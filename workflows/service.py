@@ -1,0 +1,592 @@
+"""The workflow's run service: one Dask cluster serves every run of a workflow.
+
+A workflow (``workflows/run.smk``) starts one service before its first run (:func:`start`)
+and stops it when it ends (:func:`stop`); each run job, ``python -m dpmmbench.workflows.cli run
+...``, finds it through ``$DPMMBENCH_SERVICE`` and hands it its arguments instead of
+importing numpy, numba and Dask and starting a cluster of its own. The service runs the run
+exactly as ``dpmmbench run`` would (the same parsing, checks, errors, exit codes, atomic
+trace write and provenance), in a thread, on workers it reserves for the run on its one
+cluster (:class:`workflows.cluster.SharedCluster`), and answers with the run's output and
+exit code. What stays warm between runs: the worker processes (compiled kernels), each
+dataset (loaded once, :class:`workflows.driver.RunCache`, and sent to the workers once) and
+the environment facts of the provenance.
+
+The cluster is started here, exactly as a run's embedded one, or is an existing one
+(``--scheduler``, ``--scheduler-file``, ``$DASK_SCHEDULER_ADDRESS``), which the service never
+stops. The service stops -- cancelling its runs, closing its client and the cluster it
+started, removing its state folder -- on a stop request, on SIGTERM or SIGINT, and when its
+parent process (the Snakemake that started it) is gone, whichever way it ended. A job
+whose connection closes before its answer (the job was killed) has its run cancelled.
+
+Protocol: one request per connection on a Unix domain socket in the service's state folder
+(a fresh 0700 folder): a JSON line ``{"argv": [...], "cwd": ..., "started": ...}`` (the
+``dpmmbench`` arguments, the job's working folder and start time), answered, once the run
+has ended, by a JSON line ``{"code": int, "stdout": str, "stderr": str}``; ``{"stop": true}``
+is answered ``{"stopping": true}``. A Unix socket, not TCP: only its owner can reach it
+(the folder's permissions), there is no port to pick, to collide on or to expose, and a
+peer that goes away is seen at once. The state folder holds ``service.json`` (pid, socket,
+scheduler address, whether the service owns the cluster), written atomically once the
+service accepts, and the service's log.
+
+Only the standard library is imported at module level: the job side (:func:`forward`) must
+stay cheap.
+
+Example
+-------
+Not run by the doctests (``+SKIP``): a service starts a cluster of worker processes.
+
+>>> from dpmmbench.workflows import service
+>>> state = service.start(workers=2, threads=1)               # doctest: +SKIP
+>>> service.forward(["run", "--algorithm", "gibbs", "--dataset", "synth-chang2013?n=300",
+...                  "--iterations", "5", "--seed", "0", "--out", "t.parquet"], state)[0]  # doctest: +SKIP
+0
+>>> service.stop(state)                                        # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+from .cli import EXIT_CODES, SERVICE_VARIABLE
+
+#: the service's description in its state folder (written once it accepts)
+STATE_FILE = "service.json"
+#: its socket, in its state folder
+SOCKET_NAME = "run.sock"
+#: its log (Dask's and its own messages), in its state folder
+LOG_NAME = "service.log"
+#: seconds between two looks at the parent process, the stop flag and a job's connection
+WATCH_INTERVAL = 0.2
+#: bytes a request may take (a run's arguments are a few hundred)
+REQUEST_LIMIT = 1 << 20
+#: the longest socket path accepted (the kernel's limit is 107 bytes on Linux, 103 on macOS)
+SOCKET_PATH_LIMIT = 100
+#: seconds :func:`start` waits for the service to accept
+START_TIMEOUT = 120.0
+#: seconds :func:`stop` waits for the service to end before it signals it
+STOP_TIMEOUT = 60.0
+
+
+class ServiceGone(ConnectionError):
+    """The run service named by ``$DPMMBENCH_SERVICE`` does not answer (or stopped mid-run)."""
+
+
+# ---- the job's side -------------------------------------------------------------------------
+def socket_path(where) -> str:
+    """The socket of the service ``where`` names: its state folder, or the socket itself."""
+    where = os.fspath(where)
+    return os.path.join(where, SOCKET_NAME) if os.path.isdir(where) else where
+
+
+def forward(argv, where, cwd=None) -> tuple[int, str, str]:
+    """Have the run service ``where`` run ``dpmmbench`` with ``argv``; wait for the answer.
+
+    Parameters
+    ----------
+    argv : list of str
+        ``dpmmbench`` arguments (``["run", ...]``).
+    where : str or os.PathLike
+        The service's state folder or socket (``$DPMMBENCH_SERVICE``).
+    cwd : str, optional
+        The folder relative paths in ``argv`` are relative to; default this process's.
+
+    Returns
+    -------
+    (int, str, str)
+        The run's exit code, standard output and standard error.
+
+    Raises
+    ------
+    ServiceGone
+        Nothing listens there, or the service closed the connection before answering.
+    """
+    path = socket_path(where)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise ServiceGone(f"the run service at {os.fspath(where)} does not answer ({exc.strerror or exc}): "
+                              f"its workflow has ended? (unset {SERVICE_VARIABLE} to run on a cluster of the "
+                              "run's own)") from None
+        try:
+            _send(sock, {"argv": list(argv), "cwd": cwd or os.getcwd(), "started": time.time()})
+            reply = _receive(sock)
+        except OSError as exc:
+            raise ServiceGone(f"the run service at {os.fspath(where)} failed mid-run ({exc})") from None
+    if not isinstance(reply, dict) or not isinstance(reply.get("code"), int):
+        raise ServiceGone(f"the run service at {os.fspath(where)} stopped before the run ended")
+    return reply["code"], str(reply.get("stdout", "")), str(reply.get("stderr", ""))
+
+
+def _send(sock, message) -> None:
+    sock.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _receive(sock, limit=None):
+    """One JSON line from ``sock`` (None if it closes first); ValueError past ``limit`` bytes
+    or on a line that is not JSON."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            return None
+        data += chunk
+        if limit is not None and len(data) > limit:
+            raise ValueError(f"a request longer than {limit} bytes")
+    return json.loads(data)
+
+
+# ---- starting and stopping it ------------------------------------------------------------------
+def start(*, workers: int, threads: int, scheduler: str | None = None, scheduler_file: str | None = None,
+          parent: int | None = None, timeout: float = START_TIMEOUT) -> str:
+    """Start a run service, detached in a session of its own (Ctrl-C in the terminal reaches
+    only its parent, whose end it then sees); return once it accepts.
+
+    Parameters
+    ----------
+    workers, threads : int
+        Size of the cluster it starts (``workers`` processes of ``threads`` threads).
+    scheduler : str, optional
+        Address of an existing scheduler to use instead (never stopped by the service).
+    scheduler_file : str, optional
+        A Dask scheduler file naming it, instead of ``scheduler``.
+    parent : int, optional
+        The process whose end stops the service; default this one.
+    timeout : float
+        Seconds to wait for it to accept.
+
+    Returns
+    -------
+    str
+        Its state folder (for ``$DPMMBENCH_SERVICE`` and :func:`stop`): a fresh 0700 folder
+        under the system's temporary folder.
+
+    Raises
+    ------
+    RuntimeError
+        The service ended before accepting, or did not accept within ``timeout`` seconds;
+        the message is the last line of its log.
+    """
+    state = tempfile.mkdtemp(prefix="dpmmbench-run-")  # mode 0700: only this user reaches the socket
+    if len(os.fsencode(os.path.join(state, SOCKET_NAME))) > SOCKET_PATH_LIMIT:
+        shutil.rmtree(state, ignore_errors=True)
+        raise RuntimeError(f"the temporary folder {tempfile.gettempdir()!r} is too deep for a Unix socket "
+                           f"(at most {SOCKET_PATH_LIMIT} bytes); set TMPDIR to a shorter one")
+    cmd = [sys.executable, "-m", "dpmmbench.workflows.service", "serve", "--state", state, "--workers", str(workers),
+           "--threads", str(threads), "--parent", str(os.getpid() if parent is None else parent)]
+    if scheduler:
+        cmd += ["--scheduler", scheduler]
+    if scheduler_file:
+        cmd += ["--scheduler-file", os.path.abspath(scheduler_file)]
+    from .cluster import thread_environment
+
+    # BLAS and OpenMP of the service itself (the master loops of sharded runs, the held-out
+    # scoring) sized as a job's were by Snakemake: OpenBLAS left to size itself spun its
+    # threads against the workers (a 2-D held-out scoring took 190 ms instead of 7 ms, measured);
+    # numba's pool stays as it was in a job (see cluster._local_cluster on NUMBA_NUM_THREADS)
+    env = dict(os.environ, **{name: value for name, value in thread_environment(threads).items()
+                              if name != "NUMBA_NUM_THREADS"})
+    with open(os.path.join(state, LOG_NAME), "ab") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                env=env)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(os.path.join(state, STATE_FILE)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            why = _last_line(os.path.join(state, LOG_NAME)) or f"exit code {proc.returncode}"
+            shutil.rmtree(state, ignore_errors=True)
+            raise RuntimeError(f"the run service did not start: {why}")
+        time.sleep(0.02)
+    return state
+
+
+def stop(state_dir, timeout: float = STOP_TIMEOUT) -> None:
+    """Stop the run service of ``state_dir`` and the cluster it started; return once its
+    process has ended (signalled if it does not within ``timeout`` seconds). Nothing if it
+    is gone already.
+
+    Parameters
+    ----------
+    state_dir : str or os.PathLike
+        What :func:`start` returned.
+    timeout : float
+    """
+    state_dir = os.fspath(state_dir)
+    info = read_state(state_dir)
+    if info is None:
+        shutil.rmtree(state_dir, ignore_errors=True)
+        return
+    pid = int(info["pid"])
+    with contextlib.suppress(OSError, ValueError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(info["socket"])
+        _send(sock, {"stop": True})
+        _receive(sock)
+    for sig, wait in ((None, timeout), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        if sig is not None and _is_service(pid, state_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _alive(pid):
+            break
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def read_state(state_dir) -> dict | None:
+    """The ``service.json`` of a state folder, or None while there is none (or it is unreadable)."""
+    try:
+        with open(os.path.join(os.fspath(state_dir), STATE_FILE)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our child: reaped (a zombie would look alive)
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: the pid was reused
+        return False
+    return True
+
+
+def _is_service(pid: int, state_dir: str) -> bool:
+    """Whether ``pid`` is still the service of ``state_dir`` (not a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.fsencode(state_dir) in f.read().split(b"\0")
+    except FileNotFoundError:
+        return not os.path.isdir("/proc") and _alive(pid)  # no /proc: trust the pid
+    except OSError:
+        return False
+
+
+def _last_line(path) -> str:
+    with contextlib.suppress(OSError):
+        with open(path, errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+        return lines[-1] if lines else ""
+    return ""
+
+
+# ---- the service ------------------------------------------------------------------------------
+class _Relay(io.TextIOBase):
+    """``sys.stdout`` or ``sys.stderr`` of the service: what a run's thread writes goes to
+    that run's buffer (its answer), everything else to the service's own stream."""
+
+    def __init__(self, stream, local, name):
+        super().__init__()
+        self._stream, self._local, self._name = stream, local, name
+
+    def _target(self):
+        return getattr(self._local, self._name, None) or self._stream
+
+    def write(self, text):
+        return self._target().write(text)
+
+    def flush(self):
+        self._target().flush()
+
+    def isatty(self):
+        return self._target().isatty()
+
+    def fileno(self):
+        return self._stream.fileno()
+
+    @property
+    def encoding(self):
+        return self._stream.encoding
+
+
+class _Service:
+    """The state of a serving process: its cluster (started in the background at once), its
+    cache, its runs in flight."""
+
+    def __init__(self, state_dir, workers, threads, address, debug):
+        from . import driver
+
+        self.state_dir, self.workers, self.threads, self.address = state_dir, workers, threads, address
+        self.debug = debug
+        self.socket = os.path.join(state_dir, SOCKET_NAME)
+        self.stopping = threading.Event()
+        self.cache = driver.RunCache()
+        self.local = threading.local()  # a run thread's output buffers
+        self._lock = threading.Lock()
+        self._shared = None
+        self._error = None  #: why the cluster could not be had
+        self._runs: set[threading.Thread] = set()
+
+    # the cluster
+    def shared(self):
+        """The cluster (started or connected on the first call; the error of that call again)."""
+        from . import cluster
+
+        with self._lock:
+            if self._shared is None and self._error is None:
+                if self.stopping.is_set():
+                    raise ConnectionError("the run service is stopping")
+                try:
+                    self._shared = (cluster.SharedCluster.connect(self.address) if self.address else
+                                    cluster.SharedCluster.start(self.workers, self.threads))
+                except Exception as exc:  # noqa: BLE001 - every run is told why
+                    self._error = exc
+                    print(f"dpmmbench service: no cluster: {type(exc).__name__}: {exc}", file=sys.stderr)
+                else:
+                    self.write_state()
+            if self._error is not None:
+                raise self._error
+            return self._shared
+
+    def write_state(self):
+        shared = self._shared
+        info = {"pid": os.getpid(), "socket": self.socket, "cwd": os.getcwd(),
+                "scheduler": None if shared is None else shared.address,
+                "owns_cluster": None if shared is None else shared.owns}
+        temporary = os.path.join(self.state_dir, f".{STATE_FILE}.tmp")
+        with open(temporary, "w") as f:
+            json.dump(info, f)
+        os.replace(temporary, os.path.join(self.state_dir, STATE_FILE))
+
+    # one connection
+    def handle(self, conn):
+        with conn:
+            try:
+                request = _receive(conn, REQUEST_LIMIT)
+            except (OSError, ValueError):
+                return
+            if not isinstance(request, dict):
+                return
+            if request.get("stop"):
+                with contextlib.suppress(OSError):
+                    _send(conn, {"stopping": True})
+                self.stopping.set()
+                return
+            argv, cwd = request.get("argv"), request.get("cwd")
+            if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+                    and (cwd is None or isinstance(cwd, str))):
+                with contextlib.suppress(OSError):
+                    _send(conn, {"code": EXIT_CODES["usage"], "stdout": "",
+                                 "stderr": "dpmmbench: error: the run service got a malformed request\n"})
+                return
+            outcome = {}
+            run = threading.Thread(target=self.execute, args=(argv, cwd, outcome), daemon=True,
+                                   name=f"run {' '.join(argv)[:200]}")
+            with self._lock:
+                self._runs.add(run)
+            run.start()
+            cancelled = False
+            while run.is_alive():
+                run.join(WATCH_INTERVAL)
+                if run.is_alive() and not cancelled and (self.stopping.is_set() or _closed(conn)):
+                    cancelled = True  # its job was killed, or the workflow ended
+                    self.cancel(run, restart=not self.stopping.is_set())
+            with self._lock:
+                self._runs.discard(run)
+                shared = self._shared
+            if shared is not None:
+                shared.release(run.ident)  # even if the interrupt landed in the run's own release
+            queued = time.time() - request.get("started", time.time())
+            print(f"dpmmbench service: {' '.join(argv)[:300]}: exit code {outcome.get('code')}"
+                  f"{' (cancelled)' if cancelled else ''}; {queued:.3g} s since the job started", file=sys.stderr)
+            if not cancelled:
+                with contextlib.suppress(OSError):
+                    _send(conn, outcome)
+
+    def execute(self, argv, cwd, outcome):
+        """Run ``dpmmbench`` with ``argv`` in this thread, as the command would (its output
+        captured into ``outcome`` with its exit code)."""
+        from . import cli
+
+        out, err = io.StringIO(), io.StringIO()
+        self.local.stdout, self.local.stderr = out, err
+        try:
+            try:
+                shared = self.shared()
+            except Exception as exc:  # noqa: BLE001 - told as the command tells a cluster error
+                kind = cli._kind(exc) or "cluster"
+                print(f"dpmmbench: {cli._message(exc, kind)}", file=err)
+                code = EXIT_CODES[kind]
+            else:
+                same = cwd is None or os.path.realpath(cwd) == os.path.realpath(os.getcwd())
+                code = cli.main(argv, client=shared, cache=self.cache, cwd=None if same else cwd)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except KeyboardInterrupt:  # cancelled outside the command's own handling
+            print("dpmmbench: interrupted", file=err)
+            code = EXIT_CODES["interrupted"]
+        except BaseException:  # noqa: BLE001 - a bug (or --traceback): its traceback, as Python prints it
+            traceback.print_exc(file=err)
+            code = 1
+        finally:
+            self.local.stdout = self.local.stderr = None
+        outcome.update(code=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+    def cancel(self, run, restart=True):
+        """Stop ``run``: an interrupt raised in its thread (its master loop, its wait for a
+        task), its tracked tasks cancelled and, with ``restart``, its workers restarted."""
+        import ctypes
+
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(run.ident), ctypes.py_object(KeyboardInterrupt))
+        with self._lock:
+            shared = self._shared
+        if shared is not None:
+            shared.cancel(run.ident, restart=restart)
+
+    def shutdown(self):
+        """Cancel every run, close the client and the cluster started here."""
+        self.stopping.set()
+        with self._lock:
+            runs = list(self._runs)
+        for run in runs:
+            self.cancel(run, restart=False)
+        with self._lock:  # waits for a cluster start in progress
+            shared, self._shared = self._shared, None
+            self._error = ConnectionError("the run service is stopping")
+        if shared is not None:
+            with contextlib.suppress(Exception):  # noqa: BLE001 - stopping whatever happens
+                shared.close()
+
+
+def _closed(conn) -> bool:
+    """Whether the job at the other end of ``conn`` has gone (it sends nothing more)."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def _parent_gone(parent):
+    """A function telling whether process ``parent`` has ended."""
+    if parent is None:
+        return lambda: False
+    if os.getppid() == parent:
+        # its child: re-parented the moment it ends (a pid test would see it as a zombie)
+        return lambda: os.getppid() != parent
+    return lambda: not _alive(parent)
+
+
+def serve(state_dir, *, workers: int, threads: int, scheduler: str | None = None, scheduler_file: str | None = None,
+          parent: int | None = None, debug: bool = False) -> int:
+    """Serve runs on one cluster until stopped (see the module docstring); the process's exit code.
+
+    Parameters
+    ----------
+    state_dir : str
+        An existing folder, only its owner's (where :func:`start` puts the socket and
+        ``service.json``); removed when the service stops.
+    workers, threads : int
+        Size of the cluster to start.
+    scheduler, scheduler_file : str, optional
+        An existing cluster to use instead, never stopped; else ``$DASK_SCHEDULER_ADDRESS``.
+    parent : int, optional
+        Stop when this process has ended.
+    debug : bool
+        Keep Dask's log lines (else errors only).
+
+    Returns
+    -------
+    int
+    """
+    import logging
+
+    from . import cluster
+
+    address = cluster.scheduler_file_address(scheduler_file) if scheduler_file else cluster.scheduler_address(scheduler)
+    service = _Service(os.fspath(state_dir), workers, threads, address, debug)
+    if not debug:
+        # once for the process: the runs' own quieting (cli._quiet_dask) then restores this
+        logging.disable(logging.ERROR)
+        sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
+    sys.stdout = _Relay(sys.stdout, service.local, "stdout")
+    sys.stderr = _Relay(sys.stderr, service.local, "stderr")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: service.stopping.set())
+    gone = _parent_gone(parent)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(service.socket)
+        server.listen(64)
+        server.settimeout(WATCH_INTERVAL)
+        service.write_state()
+        # the cluster starts now, while Snakemake schedules: the first run waits for it only if it comes first
+        threading.Thread(target=_quietly, args=(service.shared,), daemon=True, name="cluster start").start()
+        try:
+            while not service.stopping.is_set():
+                if gone():
+                    print("dpmmbench service: its parent process has ended", file=sys.stderr)
+                    break
+                try:
+                    conn, _ = server.accept()
+                except (socket.timeout, InterruptedError):
+                    continue
+                conn.settimeout(None)
+                threading.Thread(target=service.handle, args=(conn,), daemon=True, name="connection").start()
+        finally:
+            service.shutdown()
+            shutil.rmtree(service.state_dir, ignore_errors=True)
+    return 0
+
+
+def _quietly(fn):
+    """``fn()``, whose error is kept and told elsewhere (the cluster start, told to each run)."""
+    with contextlib.suppress(Exception):
+        fn()
+
+
+def main(argv=None) -> int:
+    """``python -m dpmmbench.workflows.service serve|stop ...``; the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m dpmmbench.workflows.service",
+                                     description="The workflow's run service: one Dask cluster for every run.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve_ = sub.add_parser("serve", help="serve runs until stopped")
+    serve_.add_argument("--state", required=True, help="state folder (socket, service.json, log)")
+    serve_.add_argument("--workers", type=int, required=True)
+    serve_.add_argument("--threads", type=int, required=True)
+    where = serve_.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", help="existing Dask scheduler to use (never stopped)")
+    where.add_argument("--scheduler-file", help="Dask scheduler file naming it")
+    serve_.add_argument("--parent", type=int, help="stop when this process has ended")
+    serve_.add_argument("--debug", action="store_true", help="keep Dask's log lines")
+    stop_ = sub.add_parser("stop", help="stop a service")
+    stop_.add_argument("state", help="its state folder")
+    args = parser.parse_args(argv)
+    if args.command == "stop":
+        stop(args.state)
+        return 0
+    try:
+        code = serve(args.state, workers=args.workers, threads=args.threads, scheduler=args.scheduler,
+                     scheduler_file=args.scheduler_file, parent=args.parent, debug=args.debug)
+    except Exception as exc:  # noqa: BLE001 - start() shows this last line of the log
+        print(f"dpmmbench service: {type(exc).__name__}: {exc}", file=sys.__stderr__)
+        code = 1
+    # Daemon threads may still be inside Dask (a cancelled run): the process ends now, its
+    # cluster closed; the interpreter's exit would wait for Dask's thread pools.
+    for stream in (sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
