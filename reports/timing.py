@@ -222,7 +222,11 @@ def _cluster_cores(dask: dict) -> int:
 
 
 def _percent(x) -> str:
-    return fmt.MISSING if x is None or not np.isfinite(x) else f"{100 * x:.0f} %"
+    """A share in per cent: whole per cents, two significant digits below 10 % (a smoke run's
+    share of a few tenths of a per cent is not 0 %)."""
+    if x is None or not np.isfinite(x):
+        return fmt.MISSING
+    return f"{100 * x:.0f} %" if 100 * x >= 10 else f"{100 * x:.2g} %"
 
 
 def _met(met) -> str:

@@ -295,3 +295,11 @@ def test_results_md_says_where_the_time_went(tmp_path):
     assert "| runs timed | 2 of 2 |" in section
     assert "| start-up per run, median | 0.05 s (goal ≤ 0.3 s: met) |" in section
     assert "| sampling share | 90 % (goal ≥ 80 %: met) |" in section  # 1.8 sampler-seconds over 1 core x 2 s
+
+
+def test_a_small_share_is_not_shown_as_zero():
+    from dpmmbench.reports.timing import WorkflowTiming
+
+    small = WorkflowTiming(66, 66, 3.1, 5.3, 1.34, 7.4, 239.0, 231.0, 121.0, 2, 66, 0.0055, 0.0056, False, False)
+    rows = {row[0]: row[1] for row in timing_rows(small)}
+    assert rows["sampling share"] == "0.55 % (goal ≥ 80 %: not met)" and rows["sampling share of the jobs"] == "0.56 %"
