@@ -267,6 +267,9 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:  # another user's process: the pid was reused
         return False
+    with contextlib.suppress(OSError, IndexError):
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"  # a zombie has ended, unreaped
     return True
 
 
