@@ -21,7 +21,8 @@ import yaml
 
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows import service
-from dpmmbench.workflows.cli import EXIT_CODES, SERVICE_VARIABLE
+from dpmmbench.workflows.cli import EXIT_CODES
+from dpmmbench.workflows.service_client import SERVICE_VARIABLE, forward, socket_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "workflows" / "config" / "smoke.yaml"
@@ -88,7 +89,7 @@ def test_a_run_through_the_service_is_the_run_of_an_embedded_cluster(running, tm
     own = command(argv)
     assert own.returncode == 0, own.stderr
     argv = run_args(tmp_path / "shared.parquet", algorithm, workers, 8)
-    code, out, err = service.forward(argv, running)
+    code, out, err = forward(argv, running)
     assert code == 0, err
     assert "shared.parquet: " in out and err == ""
     trace, meta = read_trace(tmp_path / "shared.parquet")
@@ -118,7 +119,7 @@ def test_errors_and_exit_codes_are_the_commands(running, tmp_path):
              (run_args(tmp_path / "d.parquet", "gibbs", 1, 5, "synth-chang2013?n=300", "--option", "nope=1"),
               EXIT_CODES["usage"], "nope")]
     for argv, code, text in cases:
-        got, out, err = service.forward(argv, running)
+        got, out, err = forward(argv, running)
         expected = command(argv)
         assert (got, err) == (expected.returncode, expected.stderr) and got == code, (argv, err, expected.stderr)
         assert err.startswith("dpmmbench: error: ") and err.count("\n") == 1 and text in err
@@ -161,7 +162,7 @@ def test_a_job_that_goes_away_has_its_run_cancelled(running, tmp_path):
 
     argv = run_args(tmp_path / "long.parquet", "gibbs", 1, 10**6, "synth-chang2013?n=2000", "--time-budget", "300")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(service.socket_path(running))
+    sock.connect(socket_path(running))
     sock.sendall(json.dumps({"argv": argv, "cwd": str(tmp_path), "started": time.time()}).encode() + b"\n")
     with distributed.Client(service.read_state(running)["scheduler"], timeout=30) as client:
         def chains():
@@ -176,7 +177,7 @@ def test_a_job_that_goes_away_has_its_run_cancelled(running, tmp_path):
         while chains() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not chains()
-    code, _, err = service.forward(run_args(tmp_path / "next.parquet", "subc", 2), running)
+    code, _, err = forward(run_args(tmp_path / "next.parquet", "subc", 2), running)
     assert code == 0, err
     assert not (tmp_path / "long.parquet").exists()
 
@@ -195,7 +196,7 @@ def test_an_existing_cluster_is_used_and_left_running(client, tmp_path, by):
         path.write_text(json.dumps({"address": address}))
         state = service.start(workers=1, threads=1, scheduler_file=str(path))
     try:
-        code, _, err = service.forward(run_args(tmp_path / "t.parquet", "subc", 2), state)
+        code, _, err = forward(run_args(tmp_path / "t.parquet", "subc", 2), state)
         assert code == 0, err
         info = service.read_state(state)
         assert info["scheduler"] == address and info["owns_cluster"] is False

@@ -24,8 +24,8 @@ import os
 import sys
 from contextlib import contextmanager
 
-#: the environment variable naming a workflow's run service (its state folder or socket)
-SERVICE_VARIABLE = "DPMMBENCH_SERVICE"
+from .service_client import SERVICE_VARIABLE
+
 #: exit codes by class of mistake; :func:`main` maps exceptions to them, in one place
 EXIT_CODES = {
     "usage": 2,        # unknown command, algorithm or option, a missing or invalid option value
@@ -423,7 +423,7 @@ def _command(argv) -> str | None:
 
 def _forward(argv, service) -> int:
     """``dpmmbench run`` through the run service ``service``: its output relayed, its exit code."""
-    from .service import ServiceGone, forward
+    from .service_client import ServiceGone, forward
 
     try:
         code, out, err = forward(argv, service)

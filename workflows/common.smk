@@ -10,7 +10,7 @@ from snakemake.settings.types import DeploymentMethod
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS
 from dpmmbench.workflows import _config, service
-from dpmmbench.workflows.cli import SERVICE_VARIABLE
+from dpmmbench.workflows.service_client import SERVICE_VARIABLE
 
 #: one trace per run; {algorithm} is a registry name or a variant name
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"

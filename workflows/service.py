@@ -28,16 +28,16 @@ peer that goes away is seen at once. The state folder holds ``service.json`` (pi
 scheduler address, whether the service owns the cluster), written atomically once the
 service accepts, and the service's log.
 
-Only the standard library is imported at module level: the job side (:func:`forward`) must
-stay cheap.
+The job's side (:func:`workflows.service_client.forward`) is a module of its own, which
+imports only the standard library.
 
 Example
 -------
 Not run by the doctests (``+SKIP``): a service starts a cluster of worker processes.
 
->>> from dpmmbench.workflows import service
+>>> from dpmmbench.workflows import service, service_client
 >>> state = service.start(workers=2, threads=1)               # doctest: +SKIP
->>> service.forward(["run", "--algorithm", "gibbs", "--dataset", "synth-chang2013?n=300",
+>>> service_client.forward(["run", "--algorithm", "gibbs", "--dataset", "synth-chang2013?n=300",
 ...                  "--iterations", "5", "--seed", "0", "--out", "t.parquet"], state)[0]  # doctest: +SKIP
 0
 >>> service.stop(state)                                        # doctest: +SKIP
@@ -59,12 +59,11 @@ import threading
 import time
 import traceback
 
-from .cli import EXIT_CODES, SERVICE_VARIABLE
+from .cli import EXIT_CODES
+from .service_client import SOCKET_NAME, receive, send
 
 #: the service's description in its state folder (written once it accepts)
 STATE_FILE = "service.json"
-#: its socket, in its state folder
-SOCKET_NAME = "run.sock"
 #: its log (Dask's and its own messages), in its state folder
 LOG_NAME = "service.log"
 #: seconds between two looks at the parent process, the stop flag and a job's connection
@@ -77,75 +76,6 @@ SOCKET_PATH_LIMIT = 100
 START_TIMEOUT = 120.0
 #: seconds :func:`stop` waits for the service to end before it signals it
 STOP_TIMEOUT = 60.0
-
-
-class ServiceGone(ConnectionError):
-    """The run service named by ``$DPMMBENCH_SERVICE`` does not answer (or stopped mid-run)."""
-
-
-# ---- the job's side -------------------------------------------------------------------------
-def socket_path(where) -> str:
-    """The socket of the service ``where`` names: its state folder, or the socket itself."""
-    where = os.fspath(where)
-    return os.path.join(where, SOCKET_NAME) if os.path.isdir(where) else where
-
-
-def forward(argv, where, cwd=None) -> tuple[int, str, str]:
-    """Have the run service ``where`` run ``dpmmbench`` with ``argv``; wait for the answer.
-
-    Parameters
-    ----------
-    argv : list of str
-        ``dpmmbench`` arguments (``["run", ...]``).
-    where : str or os.PathLike
-        The service's state folder or socket (``$DPMMBENCH_SERVICE``).
-    cwd : str, optional
-        The folder relative paths in ``argv`` are relative to; default this process's.
-
-    Returns
-    -------
-    (int, str, str)
-        The run's exit code, standard output and standard error.
-
-    Raises
-    ------
-    ServiceGone
-        Nothing listens there, or the service closed the connection before answering.
-    """
-    path = socket_path(where)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(path)
-        except OSError as exc:
-            raise ServiceGone(f"the run service at {os.fspath(where)} does not answer ({exc.strerror or exc}): "
-                              f"its workflow has ended? (unset {SERVICE_VARIABLE} to run on a cluster of the "
-                              "run's own)") from None
-        try:
-            _send(sock, {"argv": list(argv), "cwd": cwd or os.getcwd(), "started": time.time()})
-            reply = _receive(sock)
-        except OSError as exc:
-            raise ServiceGone(f"the run service at {os.fspath(where)} failed mid-run ({exc})") from None
-    if not isinstance(reply, dict) or not isinstance(reply.get("code"), int):
-        raise ServiceGone(f"the run service at {os.fspath(where)} stopped before the run ended")
-    return reply["code"], str(reply.get("stdout", "")), str(reply.get("stderr", ""))
-
-
-def _send(sock, message) -> None:
-    sock.sendall(json.dumps(message).encode() + b"\n")
-
-
-def _receive(sock, limit=None):
-    """One JSON line from ``sock`` (None if it closes first); ValueError past ``limit`` bytes
-    or on a line that is not JSON."""
-    data = bytearray()
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(1 << 16)
-        if not chunk:
-            return None
-        data += chunk
-        if limit is not None and len(data) > limit:
-            raise ValueError(f"a request longer than {limit} bytes")
-    return json.loads(data)
 
 
 # ---- starting and stopping it ------------------------------------------------------------------
@@ -234,8 +164,8 @@ def stop(state_dir, timeout: float = STOP_TIMEOUT) -> None:
     with contextlib.suppress(OSError, ValueError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(info["socket"])
-        _send(sock, {"stop": True})
-        _receive(sock)
+        send(sock, {"stop": True})
+        receive(sock)
     for sig, wait in ((None, timeout), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
         if sig is not None and _is_service(pid, state_dir):
             with contextlib.suppress(ProcessLookupError):
@@ -374,21 +304,21 @@ class _Service:
     def handle(self, conn):
         with conn:
             try:
-                request = _receive(conn, REQUEST_LIMIT)
+                request = receive(conn, REQUEST_LIMIT)
             except (OSError, ValueError):
                 return
             if not isinstance(request, dict):
                 return
             if request.get("stop"):
                 with contextlib.suppress(OSError):
-                    _send(conn, {"stopping": True})
+                    send(conn, {"stopping": True})
                 self.stopping.set()
                 return
             argv, cwd = request.get("argv"), request.get("cwd")
             if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
                     and (cwd is None or isinstance(cwd, str))):
                 with contextlib.suppress(OSError):
-                    _send(conn, {"code": EXIT_CODES["usage"], "stdout": "",
+                    send(conn, {"code": EXIT_CODES["usage"], "stdout": "",
                                  "stderr": "dpmmbench: error: the run service got a malformed request\n"})
                 return
             outcome = {}
@@ -413,7 +343,7 @@ class _Service:
                   f"{' (cancelled)' if cancelled else ''}; {queued:.3g} s since the job started", file=sys.stderr)
             if not cancelled:
                 with contextlib.suppress(OSError):
-                    _send(conn, outcome)
+                    send(conn, outcome)
 
     def execute(self, argv, cwd, outcome):
         """Run ``dpmmbench`` with ``argv`` in this thread, as the command would (its output
