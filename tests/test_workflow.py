@@ -146,12 +146,20 @@ def test_smoke_config_end_to_end(smoke_run):
     assert (summary.groupby("dataset")["reached"].max() >= 1).all()  # the best chain reaches its own level
     assert summary["final_log_joint"].notna().all()
     assert (summary.loc[summary["algorithm"] != "search-decreasing", "iterations"] == 5).all()
+    schedulers = set()
     for path in (workdir / "results/traces").rglob("*.parquet"):
         trace, meta = read_trace(path)
-        # every run went through its own Dask cluster on the loopback interface
-        assert meta["dask"]["embedded"] and meta["dask"]["scheduler"].startswith("tcp://127.0.0.1:"), path
-        assert meta["dask"]["n_workers"] == 1 and meta["threads"] == 1
+        # every run went through the workflow's one Dask cluster on the loopback interface, on
+        # a worker of its own; the cluster has a worker per core (--cores 2, 1 thread each)
+        assert meta["dask"]["embedded"] and meta["dask"]["shared"], path
+        assert meta["dask"]["scheduler"].startswith("tcp://127.0.0.1:"), path
+        assert meta["dask"]["n_workers"] == 2 and len(meta["dask"]["reserved"]) == 1 and meta["threads"] == 1
+        assert meta["command"][:2] == ["dpmmbench", "run"]  # the job's command, not the service's
+        schedulers.add(meta["dask"]["scheduler"])
         assert (trace["algorithm"] == path.parent.parent.name).all()  # the variant names its trace
+    assert len(schedulers) == 1
+    # Snakemake's own measure of every run job's wall time
+    assert len(list((workdir / "results/jobs").rglob("*.tsv"))) == len(runs)
     variant = read_trace(next((workdir / "results/traces").glob("*/search-decreasing/w1/seed0.parquet")))[1]
     assert variant["algorithm"] == "search" and variant["options"]["order"] == "decreasing"
     # every run scored its dataset's held-out points; the learned-alpha variant moved alpha
