@@ -196,8 +196,13 @@ def test_an_existing_cluster_is_used_and_left_running(client, tmp_path, by):
         path.write_text(json.dumps({"address": address}))
         state = service.start(workers=1, threads=1, scheduler_file=str(path))
     try:
-        code, _, err = forward(run_args(tmp_path / "t.parquet", "subc", 2), state)
+        # the workflow's jobs name the config's scheduler too: the service's own is fine, another is not
+        code, _, err = forward(run_args(tmp_path / "t.parquet", "subc", 2, 5, "synth-chang2013?n=300",
+                                        "--scheduler", address), state)
         assert code == 0, err
+        code, _, err = forward(run_args(tmp_path / "u.parquet", "gibbs", 1, 5, "synth-chang2013?n=300",
+                                        "--scheduler", "tcp://127.0.0.1:9"), state)
+        assert code == EXIT_CODES["cluster"] and f"runs on the shared cluster at {address}" in err
         info = service.read_state(state)
         assert info["scheduler"] == address and info["owns_cluster"] is False
     finally:

@@ -408,9 +408,10 @@ class SharedCluster:
         The cluster started for it, closed by :meth:`close`; None for an existing one.
     """
 
-    def __init__(self, client, cluster=None):
+    def __init__(self, client, cluster=None, address=None):
         self.client = client
         self.cluster = cluster
+        self._given = address  #: the address it was reached by, as the user wrote it
         self._cond = threading.Condition()
         self._busy: set[str] = set()  #: addresses reserved by a run
         self._held: dict[int, Reservation] = {}  #: thread ident -> the reservation it holds
@@ -440,7 +441,7 @@ class SharedCluster:
     @classmethod
     def connect(cls, address: str) -> SharedCluster:
         """The existing cluster at ``address`` (:func:`connect`), never stopped by this object."""
-        return cls(connect(address))
+        return cls(connect(address), address=address)
 
     @property
     def owns(self) -> bool:
@@ -451,6 +452,10 @@ class SharedCluster:
     def address(self) -> str:
         """The scheduler's address."""
         return self.client.scheduler.address
+
+    def serves(self, address: str) -> bool:
+        """Whether ``address`` names this cluster (as its scheduler says, or as it was given)."""
+        return address in (self.address, self._given)
 
     def describe(self) -> dict:
         """:func:`describe` of the cluster, ``shared`` true."""

@@ -384,7 +384,7 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
     if client is not None:
         shared = client if isinstance(client, cluster.SharedCluster) else cluster.SharedCluster(client)
         address = shared.address
-        if spec.scheduler is not None and cluster.check_address(spec.scheduler) != address:
+        if spec.scheduler is not None and not shared.serves(cluster.check_address(spec.scheduler)):
             raise ConnectionError(f"this run asks for the Dask scheduler at {spec.scheduler}, but it runs on the "
                                   f"shared cluster at {address}")
     else:
