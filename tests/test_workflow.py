@@ -196,6 +196,7 @@ BAD_CONFIGS = [
     ({"heldout_draws": 0}, "heldout_draws"),
     ({"target_tolerance": 1.5}, "target_tolerance"),
     ({"target_tolerance": float("nan")}, "target_tolerance"),
+    ({"dask": {"scheduler": "tcp://127.0.0.1:8786", "scheduler_file": "s.json"}}, "not both"),
     ({"budgets": {"nope": 3}}, "config 'budgets': 'nope' is not a dataset key"),
     ({"budgets": {"chang2013-tiny": 0}}, "budgets"),
     ({"grid_datasets": ["chang2013-tiny", "nope"]}, "config 'grid_datasets': unknown dataset key(s) ['nope']"),

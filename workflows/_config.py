@@ -155,7 +155,11 @@ def check_values(config: dict) -> None:
             check_run_parameter(where + (f"[{i}]" if isinstance(workers, list) else ""), "workers", count)
     if "threads" in dask:
         check_run_parameter("dask: threads", "threads", dask["threads"])
-    if cluster.scheduler_address(dask.get("scheduler")) is None:  # every run starts an embedded cluster
+    if dask.get("scheduler") and dask.get("scheduler_file"):
+        raise ValueError("config 'dask': give 'scheduler' or 'scheduler_file', not both (each names the existing "
+                         "cluster to use)")
+    # with neither, every run starts on a cluster the workflow starts, which must fit this machine
+    if not dask.get("scheduler_file") and cluster.scheduler_address(dask.get("scheduler")) is None:
         threads = dask.get("threads", RUN_PARAMETERS["threads"].default)
         for where, workers in counts:
             for count in workers if isinstance(workers, list) else [workers]:
