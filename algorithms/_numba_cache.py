@@ -38,7 +38,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import warnings
+import weakref
 from pathlib import Path
 
 import numba
@@ -65,6 +67,20 @@ def numba_verified(version: str) -> bool:
     """Whether numba ``version`` (e.g. ``"0.61.2"``) is in :data:`VERIFIED_NUMBA`."""
     found = re.match(r"(\d+)\.(\d+)", version)
     return found is not None and VERIFIED_NUMBA[0] <= (int(found[1]), int(found[2])) < VERIFIED_NUMBA[1]
+
+
+#: every dispatcher :func:`kernel` built in this process, held weakly, so that a run's provenance
+#: can count cache hits without scanning the heap: ``gc.get_objects()`` hands out tuples that
+#: another thread is still building, and that thread's ``tuple()`` then fails with SystemError
+#: (seen in the run service, which runs several runs in threads)
+_KERNELS = weakref.WeakSet()
+_KERNELS_LOCK = threading.Lock()
+
+
+def kernels() -> list:
+    """The package's compiled kernels alive in this process (built by :func:`kernel`)."""
+    with _KERNELS_LOCK:
+        return list(_KERNELS)
 
 
 @functools.cache
@@ -96,6 +112,8 @@ def kernel(function=None, **options):
         cache = _disk_cache(py_func)
         if cache is not None:
             dispatcher._cache = cache  # what numba's own Dispatcher.enable_caching() sets
+        with _KERNELS_LOCK:
+            _KERNELS.add(dispatcher)
         return dispatcher
 
     return build if function is None else build(function)

@@ -175,3 +175,23 @@ def test_read_only_install_with_an_unwritable_home(tmp_path):
     assert found["cache_path"] is None
     assert len(found["warnings"]) == 1 and "NUMBA_CACHE_DIR" in found["warnings"][0]
     assert not list(install.rglob("*.nb[ic]"))
+
+
+def test_provenance_counts_the_kernels_without_scanning_the_heap(monkeypatch):
+    """The run service runs several runs in threads: a heap scan (gc.get_objects) in one made
+    another's tuple() fail with SystemError (a tuple still being built, handed out by the scan).
+    The provenance counts the kernels that kernel() built instead."""
+    import gc
+
+    from dpmmbench.algorithms import _numba_cache
+    from dpmmbench.workflows.provenance import process_facts
+
+    square = _numba_cache.kernel(lambda x: x * x)
+    assert square(3.0) == 9.0 and square in _numba_cache.kernels()
+
+    def refuse():
+        raise AssertionError("process_facts scanned the heap")
+
+    monkeypatch.setattr(gc, "get_objects", refuse)
+    facts = process_facts()
+    assert facts["numba_cache_hits"] + facts["numba_cache_misses"] >= 0 and facts["pid"] > 0

@@ -13,8 +13,6 @@ from contextlib import suppress
 from importlib import metadata
 from pathlib import Path
 
-#: the import package whose numba kernels are disk-cached (see :func:`process_facts`)
-_PACKAGE = __name__.partition(".")[0]
 #: the packages whose versions a run records, besides Python
 _VERSIONED = ("numpy", "scipy", "numba", "dask", "distributed", "pandas", "pyarrow")
 
@@ -65,10 +63,9 @@ def process_facts() -> dict:
         (``numba_cache_hits``) or had to be compiled (``numba_cache_misses``); kernels
         compiled without the disk cache are not counted.
     """
-    import gc
-
     import numba
-    from numba.core.dispatcher import Dispatcher
+
+    from dpmmbench.algorithms._numba_cache import kernels
 
     try:
         from distributed import get_worker
@@ -77,10 +74,9 @@ def process_facts() -> dict:
     except (ImportError, ValueError):  # not in a Dask worker (the master of a sharded run)
         address = None
     hits = misses = 0
-    # Kernels built by factories live in closures and caches, not only as module globals.
-    for obj in gc.get_objects():
-        if (isinstance(obj, Dispatcher) and obj.stats.cache_path is not None
-                and obj.py_func.__module__.partition(".")[0] == _PACKAGE):
+    # every kernel the package built here, factories' included (not a heap scan: see kernels())
+    for obj in kernels():
+        if obj.stats.cache_path is not None:
             hits += sum(obj.stats.cache_hits.values())
             misses += sum(obj.stats.cache_misses.values())
     return {"address": address, "pid": os.getpid(), "numba_threads": numba.get_num_threads(),
