@@ -39,11 +39,24 @@ def log_joint(X, labels, family, alpha: float) -> float:
         Invalid ``X``, labels or ``alpha``, or a log joint that is not a finite number (data,
         hyperparameters and ``alpha`` together past the range of float64): never NaN.
     """
-    alpha = check_parameter("alpha", alpha)
     X = family.validate(X)
     z, K = compact(labels)
     if len(z) != family.n_points(X):
         raise ValueError(f"labels have {len(z)} entries but X has {family.n_points(X)} points")
+    return log_joint_compact(X, z, K, family, alpha)
+
+
+def log_joint_compact(X, z: np.ndarray, K: int, family, alpha: float) -> float:
+    """:func:`log_joint` of data ``family`` has validated and labels already compacted to
+    ``0..K-1`` (:func:`partitions.compact`), one per point: a chain's scorer checks the data
+    once, not at every state.
+
+    Raises
+    ------
+    ValueError
+        An invalid ``alpha``, or a log joint that is not a finite number.
+    """
+    alpha = check_parameter("alpha", alpha)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the result is checked instead
         value = log_crp_prior(z, alpha) + float(family.log_marginal_stats(family.stats(X, z, K)).sum())
     return check_finite_score(value, f"log joint under {family!r} with alpha={alpha:g}")

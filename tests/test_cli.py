@@ -95,13 +95,13 @@ def test_time_budget_stops_early():
 
 
 def test_metric_time_is_off_the_clock(monkeypatch):
-    slow_scorer = driver.log_joint
+    slow_scorer = driver.StateScorer.__call__
 
-    def slow(*args):
+    def slow(self, *args, **kwargs):
         time.sleep(0.05)
-        return slow_scorer(*args)
+        return slow_scorer(self, *args, **kwargs)
 
-    monkeypatch.setattr(driver, "log_joint", slow)
+    monkeypatch.setattr(driver.StateScorer, "__call__", slow)
     df = chain(iterations=5)
     assert df["time_s"].iloc[-1] < 0.1  # six scorer calls took >= 0.3 s
 

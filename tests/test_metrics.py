@@ -57,3 +57,34 @@ def test_log_joint_is_label_invariant_and_adds_cluster_marginals():
     assert n_clusters(z) == 3
     with pytest.raises(ValueError, match="labels"):
         log_joint(X, z[:4], fam, alpha)
+
+
+def test_state_scorer_equals_the_separate_scores_and_skips_a_repeated_state(monkeypatch):
+    """A chain's scorer gives each state the numbers of log_joint, n_clusters, vi and nmi, and
+    does not score again a state equal to the previous one (labels and alpha)."""
+    from dpmmbench.algorithms.families import NormalInverseWishart
+    from dpmmbench.reports import metrics
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(-3, 1, (40, 2)), rng.normal(3, 1, (40, 2))])
+    truth = np.repeat([0, 1], 40)
+    fam = NormalInverseWishart(np.zeros(2), 0.1, 4.0, np.eye(2))
+    score = metrics.StateScorer(X, fam, truth)
+    calls = []
+    real = metrics.log_joint_compact
+    monkeypatch.setattr(metrics, "log_joint_compact", lambda *a: calls.append(1) or real(*a))
+    for alpha in (1.0, 0.3):
+        for _ in range(3):
+            z = rng.integers(0, 5, len(X)) * 7  # ids with gaps: compacted by the scorer
+            got = score(z, alpha)
+            assert got == {"log_joint": pytest.approx(log_joint(X, z, fam, alpha), rel=1e-12),
+                           "n_clusters": n_clusters(z), "vi": pytest.approx(vi(z, truth), abs=1e-12),
+                           "nmi": pytest.approx(nmi(z, truth), abs=1e-12)}
+    assert len(calls) == 6
+    assert score(z.copy(), 0.3) == got and len(calls) == 6  # the same state again: not rescored
+    assert score(z, 0.5)["log_joint"] != got["log_joint"] and len(calls) == 7  # another alpha: rescored
+    assert np.isnan(metrics.StateScorer(X, fam)(z, 1.0)["vi"])
+    with pytest.raises(ValueError, match="labels have 3 entries but X has 80 points"):
+        score([0, 1, 0], 1.0)
+    with pytest.raises(ValueError, match="truth has 2 labels but X has 80 points"):
+        metrics.StateScorer(X, fam, [0, 1])

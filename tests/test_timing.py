@@ -41,13 +41,13 @@ def test_scoring_time_is_the_callbacks_and_not_the_samplers(monkeypatch):
     """Every state's scoring is counted in ``score_s`` and never in ``time_s``: a scorer made
     slow by a known pause per state shows it in the one and not in the other."""
     pause, iterations = 0.2, 3
-    real_log_joint = driver.log_joint
+    real_score = driver.StateScorer.__call__
 
-    def slow_log_joint(*args, **kwargs):
+    def slow_score(self, *args, **kwargs):
         time.sleep(pause)
-        return real_log_joint(*args, **kwargs)
+        return real_score(self, *args, **kwargs)
 
-    monkeypatch.setattr(driver, "log_joint", slow_log_joint)
+    monkeypatch.setattr(driver.StateScorer, "__call__", slow_score)
     data = datasets.load("synth-chang2013?n=100")
     sampler = algorithms.make("gibbs", family=data.family, seed=0)
     warm_up(sampler, data.X)  # as the driver does: loading compiled kernels is no sampler time either

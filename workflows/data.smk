@@ -34,6 +34,8 @@ rule fetch_dataset:
     wildcard_constraints:
         source="|".join(re.escape(n) for n in FETCHED_DATASETS),
     retries: 2
+    # data first: no run of the shared cluster's run phase waits behind a download
+    priority: 10
     params:
         python=PYTHON,
         data_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
@@ -53,6 +55,7 @@ rule preprocess_dataset:
         "logs/preprocess/{dataset}.log",
     wildcard_constraints:
         dataset="|".join(re.escape(k) for k in config["datasets"]),
+    priority: 10
     params:
         python=PYTHON,
         name=lambda wc: config["datasets"][wc.dataset],

@@ -49,7 +49,7 @@ from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, check_parameter
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
 from dpmmbench.algorithms.runner import ChainResult, run_sampler, warm_up
-from dpmmbench.reports.metrics import log_joint, n_clusters, nmi, vi
+from dpmmbench.reports.metrics import StateScorer
 from dpmmbench.reports.traces import COMM_COLUMNS, trace_frame
 
 from .provenance import environment, process_facts
@@ -255,7 +255,7 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
     ``maxlen`` keeps the last few), the initial state only while no step has run. The seconds
     the callback takes (scoring, copies, progress) are added up in ``timing["score_s"]``, also
     when the chain fails."""
-    family = sampler.family
+    score = StateScorer(X, sampler.family, truth)
     if timing is not None:
         timing.setdefault("score_s", 0.0)
     fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
@@ -275,10 +275,7 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
         def _record(iteration, state, elapsed):
             z = state.labels
             # scored at the step's own alpha (the learned value when alpha has a prior)
-            row = dict(fixed, iteration=iteration, time_s=elapsed,
-                       log_joint=log_joint(X, z, family, state.alpha), n_clusters=n_clusters(z),
-                       vi=vi(z, truth) if truth is not None else math.nan,
-                       nmi=nmi(z, truth) if truth is not None else math.nan)
+            row = dict(fixed, iteration=iteration, time_s=elapsed, **score(z, state.alpha))
             info = state.info or {}
             row.update({key: int(info.get(key, 0)) for key in COMM_COLUMNS})
             row["alpha"] = float(state.alpha)
