@@ -297,9 +297,8 @@ def frame_table(frame: pd.DataFrame) -> str:
 def render(perf=None, summary=None, exactness=None, tables=(), peers=None, screen=None, claims=None,
            timing=None) -> str:
     """The whole page from loaded inputs (any of them may be missing); ``screen`` is the
-    first screen of the workflow's traces (:func:`first_screen_of`), ``claims`` the papers'
-    claims decided on them (:func:`claims_of`), ``timing`` where their time went
-    (:func:`timing_of`)."""
+    first screen of the workflow's traces, ``claims`` the papers' claims decided on them,
+    ``timing`` where their time went (all three from :func:`trace_sections`)."""
     out = [HEADER, "", "# Measured results", "",
            "Every table below is rendered from an output file named under its heading."]
     if screen is not None:
@@ -342,9 +341,11 @@ def render(perf=None, summary=None, exactness=None, tables=(), peers=None, scree
     return "\n".join(out) + "\n"
 
 
-def first_screen_of(paths):
-    """The first screen (:func:`reports.answer.first_screen`) of trace files, or of the
-    ``*.parquet`` files under folders among ``paths``.
+def trace_sections(paths) -> dict:
+    """What the page says from the workflow's trace files, or the ``*.parquet`` files under
+    folders among ``paths``, read once: ``screen`` (:func:`reports.answer.first_screen`),
+    ``claims`` (:func:`reports.claims.check_claims`) and ``timing``
+    (:func:`reports.timing.workflow_timing`, with the runs' job files).
 
     Raises
     ------
@@ -353,19 +354,13 @@ def first_screen_of(paths):
     """
     from .answer import first_screen
     from .chains import chain_statistics
+    from .claims import check_claims
     from .runs import label_order, read_runs
-
-    frame, runs = read_runs(_trace_files(paths))
-    return first_screen(runs, chain_statistics(frame, runs, ["dataset", "label"]), label_order(runs))
-
-
-def timing_of(paths):
-    """Where the run phase's time went (:func:`reports.timing.workflow_timing`) for trace files,
-    or the ``*.parquet`` files under folders among ``paths``, with their job files."""
-    from .runs import read_runs
     from .timing import workflow_timing
 
-    return workflow_timing(read_runs(_trace_files(paths))[1])
+    frame, runs = read_runs(_trace_files(paths))
+    return {"screen": first_screen(runs, chain_statistics(frame, runs, ["dataset", "label"]), label_order(runs)),
+            "claims": check_claims(frame, runs), "timing": workflow_timing(runs)}
 
 
 def timing_section(timing) -> str:
@@ -379,15 +374,6 @@ def timing_section(timing) -> str:
              "| figure | value | meaning |", "|---|---|---|"]
     lines += [f"| {figure} | {value} | {meaning} |" for figure, value, meaning in timing_rows(timing)]
     return "\n".join(lines)
-
-
-def claims_of(paths) -> list:
-    """The papers' claims (:func:`reports.claims.check_claims`) decided on trace files, or on
-    the ``*.parquet`` files under folders among ``paths``."""
-    from .claims import check_claims
-    from .runs import read_runs
-
-    return check_claims(*read_runs(_trace_files(paths)))
 
 
 def _trace_files(paths) -> list:
@@ -438,9 +424,7 @@ def main(argv=None) -> int:
         exactness=json.loads(args.exactness.read_text()) if args.exactness else None,
         tables=[(title, pd.read_csv(path)) for title, path in args.table],
         peers=json.loads(args.peers.read_text()) if args.peers else None,
-        screen=first_screen_of(args.traces) if args.traces else None,
-        claims=claims_of(args.traces) if args.traces else None,
-        timing=timing_of(args.traces) if args.traces else None,
+        **(trace_sections(args.traces) if args.traces else {}),
     )
     atomic_write(args.out, lambda f: f.write(page.encode()))
     print(f"wrote {args.out}")

@@ -325,7 +325,7 @@ def test_report_and_results_doc_show_a_row_per_draw(grid):
     assert [row[2].parts[0] for row in shown["draws"].rows][:3] == ["held", "held", "did not hold"]
     assert len(shown["table"].rows) == 4 * 3 * 2  # and the chains behind them
     # docs/results.md: the claims decided on the same trace files, with their draws table
-    page = results_doc.render(claims=results_doc.claims_of([grid.folder]))
+    page = results_doc.render(claims=results_doc.trace_sections([grid.folder])["claims"])
     section = page.split("## Claims of the papers", 1)[1]
     assert f"### {chang.paper}: held" in section and "held on 2 of 3 draws" in section
     assert "| synth-chang2013 | seed=2 | did not hold | -100,000.0 | 100.0 | 0 | -10 |" in section

@@ -240,6 +240,47 @@ def test_the_service_stops_with_its_parent_and_on_sigterm(tmp_path):
     assert all_gone(processes) == [] and not Path(state).exists()
 
 
+def test_the_folders_of_services_gone_without_cleaning_up_are_removed(tmp_path, monkeypatch):
+    """A state folder whose service is gone (a SIGKILL) is removed by the next start; a folder
+    still starting, another user's or a running service's is not."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{service.STATE_PREFIX}killed"
+    stale.mkdir()
+    (stale / service.STATE_FILE).write_text(json.dumps({"pid": dead.pid}))
+    (stale / "socket").write_text("")
+    reused = tmp_path / f"{service.STATE_PREFIX}reused"  # its pid now another process's
+    reused.mkdir()
+    (reused / service.STATE_FILE).write_text(json.dumps({"pid": os.getpid()}))
+    never = tmp_path / f"{service.STATE_PREFIX}never-started"
+    never.mkdir()
+    os.utime(never, (time.time() - 2 * service.START_TIMEOUT,) * 2)
+    starting = tmp_path / f"{service.STATE_PREFIX}starting"
+    starting.mkdir()
+    other = tmp_path / "not-ours"
+    other.mkdir()
+    removed = service.remove_stale_states()
+    assert sorted(removed) == sorted(str(p) for p in (stale, reused, never))
+    assert starting.is_dir() and other.is_dir() and not stale.exists()
+
+
+@pytest.mark.slow
+def test_a_killed_services_folder_is_removed_by_the_next_start(tmp_path):
+    state = service.start(workers=1, threads=1)
+    wait_for_cluster(state)
+    processes = service_processes(state)
+    processes[0].kill()  # SIGKILL: no clean-up; its workers see it gone and end
+    assert all_gone(processes) == [] and Path(state).is_dir()
+    again = service.start(workers=1, threads=1)
+    try:
+        assert not Path(state).exists() and Path(again).is_dir()
+    finally:
+        service.stop(again)
+
+
 def wait_for_cluster(state, timeout=120):
     deadline = time.monotonic() + timeout
     while (service.read_state(state) or {}).get("scheduler") is None:

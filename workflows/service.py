@@ -26,7 +26,8 @@ is answered ``{"stopping": true}``. A Unix socket, not TCP: only its owner can r
 (the folder's permissions), there is no port to pick, to collide on or to expose, and a
 peer that goes away is seen at once. The state folder holds ``service.json`` (pid, socket,
 scheduler address, whether the service owns the cluster), written atomically once the
-service accepts, and the service's log.
+service accepts, and the service's log. A SIGKILLed service cannot remove its folder: the
+next :func:`start` of the same user removes the folders whose service is gone.
 
 The job's side (:func:`workflows.service_client.forward`) is a module of its own, which
 imports only the standard library.
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import io
 import json
 import os
@@ -64,6 +66,8 @@ from .service_client import SOCKET_NAME, receive, send
 
 #: the service's description in its state folder (written once it accepts)
 STATE_FILE = "service.json"
+#: the name of a state folder begins so, in the system's temporary folder
+STATE_PREFIX = "dpmmbench-run-"
 #: its log (Dask's and its own messages), in its state folder
 LOG_NAME = "service.log"
 #: seconds between two looks at the parent process, the stop flag and a job's connection
@@ -109,7 +113,8 @@ def start(*, workers: int, threads: int, scheduler: str | None = None, scheduler
         The service ended before accepting, or did not accept within ``timeout`` seconds;
         the message is the last line of its log.
     """
-    state = tempfile.mkdtemp(prefix="dpmmbench-run-")  # mode 0700: only this user reaches the socket
+    remove_stale_states()
+    state = tempfile.mkdtemp(prefix=STATE_PREFIX)  # mode 0700: only this user reaches the socket
     if len(os.fsencode(os.path.join(state, SOCKET_NAME))) > SOCKET_PATH_LIMIT:
         shutil.rmtree(state, ignore_errors=True)
         raise RuntimeError(f"the temporary folder {tempfile.gettempdir()!r} is too deep for a Unix socket "
@@ -176,6 +181,42 @@ def stop(state_dir, timeout: float = STOP_TIMEOUT) -> None:
         if not _alive(pid):
             break
     shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def remove_stale_states() -> list[str]:
+    """Remove the state folders of this user's services that are gone without removing them
+    (a SIGKILL cannot be caught), in the system's temporary folder.
+
+    A folder is stale when its ``service.json`` names a process that is no longer its
+    service, or when it has none (a service that never started) and is older than
+    :data:`START_TIMEOUT`; a service still starting or running is left alone.
+
+    Returns
+    -------
+    list of str
+        The folders removed.
+    """
+    removed = []
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), STATE_PREFIX + "*")):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if not os.path.isdir(path) or os.path.islink(path) or info.st_uid != os.getuid():
+            continue
+        state = read_state(path)
+        if state is None:
+            if time.time() - info.st_mtime < START_TIMEOUT:
+                continue  # perhaps a service that is starting
+        else:
+            try:
+                if _is_service(int(state["pid"]), path):
+                    continue
+            except (KeyError, TypeError, ValueError):
+                pass  # not a service's description: the folder is no service's
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def read_state(state_dir) -> dict | None:
