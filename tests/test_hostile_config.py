@@ -106,6 +106,7 @@ BAD_CONFIGS = [
     ({"seeds": [0, 3.0]}, "seeds[1]"),
     ({"variants": {"v": {"algorithm": "gibbs", "time_budget": NAN}}}, "variants: v: time_budget"),
     ({"variants": {"v": {"algorithm": "gibbs", "iterations": 4.0}}}, "variants: v: iterations"),
+    ({"variants": {"v": {"algorithm": "gibbs", "seeds": [0, 3.0]}}}, "variants: v: seeds[1]"),
     ({"dask": {"threads": 2.0}}, "dask: threads"),
     ({"datasets": {"..": "synth-chang2013?n=50"}}, "'..'"),
     ({"datasets": {".": "synth-chang2013?n=50"}}, "'.'"),

@@ -146,6 +146,8 @@ def check_values(config: dict) -> None:
         for key in ("iterations", "time_budget", "alpha", "alpha_prior"):
             if key in variant:
                 check_run_parameter(f"variants: {name}: {key}", key, variant[key])
+        for i, seed in enumerate(variant.get("seeds", [])):
+            check_run_parameter(f"variants: {name}: seeds[{i}]", "seed", seed)
     dask = config.get("dask") or {}
     counts = [("dask: workers", dask.get("workers", []))]
     counts += [(f"variants: {name}: workers", v["workers"]) for name, v in (config.get("variants") or {}).items()
@@ -228,8 +230,8 @@ def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
     dict
         ``algorithm`` (the registry name), ``options`` (the algorithm's ``options`` entry,
         then the variant's), ``datasets`` (the variant's, else ``grid_datasets``, else every
-        dataset key), ``iterations``, ``time_budget``, ``alpha`` and ``alpha_prior`` (the
-        variant's, else the config's, else the run defaults).
+        dataset key), ``seeds``, ``iterations``, ``time_budget``, ``alpha`` and
+        ``alpha_prior`` (the variant's, else the config's, else the run defaults).
 
     Examples
     --------
@@ -248,6 +250,7 @@ def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
         "algorithm": algorithm,
         "options": {**config.get("options", {}).get(algorithm, {}), **variant.get("options", {})},
         "datasets": variant.get("datasets", list(config.get("grid_datasets", config["datasets"]))),
+        "seeds": list(variant.get("seeds", config.get("seeds", []))),
         "iterations": variant.get("iterations", config["iterations"]),
         "time_budget": variant.get("time_budget", budgets.get(dataset, config.get("time_budget"))),
         "alpha": variant.get("alpha", config.get("alpha", RUN_DEFAULTS["alpha"])),

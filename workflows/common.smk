@@ -63,7 +63,7 @@ def trace_paths():
         for name in run_names()
         for dataset in run_spec(name)["datasets"]
         for workers in worker_counts(name)
-        for seed in config["seeds"]
+        for seed in run_spec(name)["seeds"]
     ]
 
 
