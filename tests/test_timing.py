@@ -37,6 +37,26 @@ def test_run_records_its_scoring_heldout_and_finish(scheduler):
     assert nothing["heldout_s"] == 0.0 and nothing["score_s"] > 0  # nothing held out: no held-out time
 
 
+def test_held_out_points_scored_where_the_chain_ran_score_as_its_draws_would():
+    """A serial chain's task scores the held-out points itself (its last states then stay
+    where they are): the same number as the draws scored where the run is driven."""
+    from dpmmbench.datasets import holdout
+
+    train, test = holdout(datasets.load("synth-chang2013?n=400"), 0.1, 0)
+    spec = driver.RunSpec("gibbs", "synth-chang2013?n=400", 12, seed=2)
+    args = {"truth": train.labels, "progress": False, "dataset": "d"}
+
+    def chain(**extra):
+        sampler = algorithms.make("gibbs", family=train.family, seed=2)
+        return driver._chain_task(sampler, train.X, spec, dict(args, **extra))
+
+    there, here = chain(test=test.X), chain()
+    assert there.draws == [] and len(here.draws) == spec.heldout_draws
+    lpd, n_draws, seconds = there.heldout
+    assert n_draws == spec.heldout_draws and seconds > 0
+    assert lpd == driver.heldout_lpd(train.family, train.X, here.draws, test.X) and math.isfinite(lpd)
+
+
 def test_scoring_time_is_the_callbacks_and_not_the_samplers(monkeypatch):
     """Every state's scoring is counted in ``score_s`` and never in ``time_s``: a scorer made
     slow by a known pause per state shows it in the one and not in the other."""

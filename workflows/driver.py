@@ -444,12 +444,15 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
                 wait_for_workers(client, 1, why="no worker to run the chain on")  # scatter would wait for ever
                 if shared is None:
                     X = client.scatter(train.X, hash=False)
+                    X_test = None if test is None else client.scatter(test.X, hash=False)
                 else:
-                    # the same training part of a dataset is sent to the workers once per cluster
-                    X = shared.scatter(None if data_key is None else (data_key, spec.test_fraction, spec.split_seed),
-                                       train.X)
-                # on its reserved worker, or on another one if that worker is lost
-                future = client.submit(_chain_task, sampler, X, spec, chain_args, pure=False,
+                    # the same parts of a dataset are sent to the workers once per cluster
+                    part = None if data_key is None else (data_key, spec.test_fraction, spec.split_seed)
+                    X = shared.scatter(part, train.X)
+                    X_test = None if test is None else shared.scatter(part and (*part, "test"), test.X)
+                # on its reserved worker, or on another one if that worker is lost; the held-out
+                # points are scored there too, so that the last states need not travel back
+                future = client.submit(_chain_task, sampler, X, spec, dict(chain_args, test=X_test), pure=False,
                                        key=f"chain-{spec.algorithm}-{sampler.seed}-{secrets.token_hex(4)}",
                                        workers=workers, allow_other_workers=workers is not None)
                 if reservation is not None:
@@ -470,8 +473,11 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
         raise
     measured.chain = chain
     measured.dask["shutdown_s"] = time.perf_counter() - finished
-    if test is not None:
-        # here, off the clock and the cluster: the draws came back with the trace
+    if chain.heldout is not None:  # scored where the chain ran
+        lpd, n_draws, seconds = chain.heldout
+        measured.split.update(heldout_draws=n_draws, heldout_lpd=lpd, heldout_s=seconds)
+    elif test is not None:
+        # here, off the clock: the master loop of a sharded chain ran here and holds its draws
         began = time.perf_counter()
         measured.split.update(heldout_draws=len(chain.draws),
                               heldout_lpd=heldout_lpd(data.family, train.X, chain.draws, test.X))
@@ -501,7 +507,9 @@ class _Chain:
     chain failed), facts about the process (with the warm-up seconds), the exception that ended
     the chain (None when it finished), the last states' ``(labels, alpha)``, why it stopped
     (:data:`algorithms.runner.STOP_REASONS`; None when it failed) and the seconds spent scoring
-    its states (the runner's callback, off the sampler's clock)."""
+    its states (the runner's callback, off the sampler's clock). With held-out points given to
+    the task, their score comes back instead of the draws: ``heldout`` is then
+    ``(lpd, draws scored, seconds)``."""
 
     trace: pd.DataFrame
     process: dict
@@ -509,6 +517,7 @@ class _Chain:
     draws: list
     stopped: str | None
     score_s: float = 0.0
+    heldout: tuple | None = None
 
 
 @dataclass
@@ -695,7 +704,8 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
     samplers); the rows of a chain that fails once it has started come back too (in
     :class:`_Chain`, with the exception). ``chain_args`` are :func:`_scored_chain`'s ``truth``,
     ``progress`` and ``dataset`` (a dict, not ``**kwargs``: ``Client.submit`` owns keywords
-    such as ``workers``)."""
+    such as ``workers``), and optionally ``test``: held-out points, scored here on the chain's
+    last states once it finished (:func:`heldout_lpd`), which then do not come back."""
     X = sampler.family.validate(X)
     truth = _checked_truth(sampler.family, X, chain_args["truth"])
     warmup_s = warm_up(sampler, X, spec.init_clusters) if spec.warmup else None
@@ -710,8 +720,13 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
         if not rows:
             raise
         error, stopped = exc, None
+    draws, heldout, X_test = list(draws), None, chain_args.get("test")
+    if X_test is not None and error is None:
+        began = time.perf_counter()
+        lpd = heldout_lpd(sampler.family, X, draws, sampler.family.validate(X_test))
+        draws, heldout = [], (lpd, len(draws), time.perf_counter() - began)
     return _Chain(trace=trace_frame(rows), process=dict(process_facts(), warmup_s=warmup_s), error=error,
-                  draws=list(draws), stopped=stopped, score_s=timing.get("score_s", 0.0))
+                  draws=draws, stopped=stopped, score_s=timing.get("score_s", 0.0), heldout=heldout)
 
 
 def heldout_lpd(family, X, draws, X_test) -> float:
