@@ -54,6 +54,8 @@ MIN_DRAWS = 4
 TAIL_PROB = (0.05, 0.95)
 #: label-switching-invariant trace columns that are diagnosed: (trace column, column suffix)
 DIAGNOSED = (("log_joint", "log_joint"), ("n_clusters", "n_clusters"), ("alpha", "alpha"))
+#: diagnosed columns on which chains all constant at one value agree (R-hat 1, see diagnostics)
+DISCRETE = ("n_clusters",)
 #: ``rhat_note`` of a method that is no sampler, by its kind (:attr:`algorithms.base.Sampler.kind`)
 NOT_A_SAMPLER = {"optimiser": "n/a: optimiser (it climbs to one partition; not a sampler)",
                  "variational": "n/a: variational inference (it iterates to a fixed point; not a sampler)"}
@@ -167,19 +169,24 @@ def draws(chains, column: str) -> np.ndarray:
     return np.array([s[length - kept:length] for s in steps]).reshape(len(steps), kept)
 
 
-def diagnostics(values: np.ndarray) -> dict:
+def diagnostics(values: np.ndarray, agree_when_constant: bool = False) -> dict:
     """Split R-hat and bulk and tail ESS of a (chain, draw) array, with arviz-stats.
 
     Parameters
     ----------
     values : numpy.ndarray
         Shape ``(chains, draws)`` (see :func:`draws`).
+    agree_when_constant : bool
+        Give R-hat 1, not NaN, when every chain holds one and the same value throughout: right
+        for a discrete quantity such as the number of clusters, on which the chains then agree,
+        not for the log joint (chains that do not move at all have not shown that they mix).
 
     Returns
     -------
     dict
         ``rhat`` (rank-normalised split R-hat; NaN with one chain or fewer than
-        :data:`MIN_DRAWS` draws, ``inf`` when the chains are constant at different values),
+        :data:`MIN_DRAWS` draws, ``inf`` when the chains are constant at different values,
+        NaN when they are all constant at the same value, or 1 with ``agree_when_constant``),
         ``ess_bulk``, ``ess_tail`` (NaN with fewer than :data:`MIN_DRAWS` draws, a NaN draw,
         or when the quantity does not move within any chain).
     """
@@ -193,7 +200,11 @@ def diagnostics(values: np.ndarray) -> dict:
         # constant chains divide by a zero within-chain variance: the inf or NaN is the answer
         warnings.simplefilter("ignore", RuntimeWarning)
         out = dict(nan)
-        if values.shape[0] > 1:
+        if values.shape[0] > 1 and agree_when_constant and np.ptp(values) == 0:
+            # every chain holds one and the same value (say, the same number of clusters):
+            # they agree, with nothing to compare; arviz-stats would give 0 / 0 = NaN
+            out["rhat"] = 1.0
+        elif values.shape[0] > 1:
             out["rhat"] = float(array_stats.rhat(values, method="rank", **axes))
         if (np.ptp(values, axis=1) > 0).any():
             out["ess_bulk"] = float(array_stats.ess(values, method="bulk", **axes))
@@ -354,7 +365,7 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         kinds = [k for k in (members["kind"] if "kind" in members else ()) if isinstance(k, str) and k]
         note = diagnostics_note(kinds[0] if kinds else "", log_joint)
         for column, suffix in DIAGNOSED:
-            stats = diagnostics(draws(chains, column))
+            stats = diagnostics(draws(chains, column), agree_when_constant=column in DISCRETE)
             if note in NOT_A_SAMPLER.values():
                 stats = dict.fromkeys(stats, math.nan)
             row.update({f"{stat}_{suffix}": value for stat, value in stats.items()})

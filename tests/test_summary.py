@@ -218,3 +218,17 @@ def test_a_stuck_samplers_constant_chains_say_so_and_are_not_converged():
     # a method not known here: the chains alone cannot say whether it is stuck or done
     row = _stats([_chain([-2000.0] + [-1000.0] * 10, seed=s) for s in range(3)], kind=[""] * 3)
     assert row["rhat_note"] == chains.STILL and pd.isna(row["converged"])
+
+
+def test_chains_that_all_keep_the_same_number_of_clusters_agree_on_it():
+    """Every chain at the same number of clusters throughout (a sampler that found them all):
+    R-hat of the number of clusters is 1, not arviz-stats' 0 / 0, and the log joint decides;
+    at different numbers it is infinite, and a log joint that never moves is not vouched for."""
+    rng = np.random.default_rng(3)
+    moving = [np.r_[-2000.0, -1000 + rng.normal(size=100)] for _ in range(4)]
+    row = _stats([_chain(v, n_clusters=np.full(101, 10), seed=s) for s, v in enumerate(moving)])
+    assert row["rhat_n_clusters"] == 1.0 and np.isnan(row["ess_bulk_n_clusters"])
+    assert row["rhat_log_joint"] < 1.05 and row["converged"]
+    row = _stats([_chain(v, n_clusters=np.full(101, 10 + (s == 3)), seed=s) for s, v in enumerate(moving)])
+    assert row["rhat_n_clusters"] == math.inf and not row["converged"]
+    assert np.isnan(chains.diagnostics(np.full((3, 10), -1000.0))["rhat"])
