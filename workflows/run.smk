@@ -40,6 +40,9 @@ rule run_chain:
     benchmark:
         "results/jobs/{dataset}/{algorithm}/w{workers}/seed{seed}.tsv"
     threads: run_threads
+    # runs on several workers first, while every core is free: later, one waits for a second
+    # core to come free while the first idles (data jobs have priority 10)
+    priority: lambda wc: 20 if int(wc.workers) > 1 else 0
     params:
         args=run_args,
         python=PYTHON,
