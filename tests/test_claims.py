@@ -217,6 +217,12 @@ def test_daume_below_its_scale_or_budget_is_not_decided(grid, tmp_path):
     short = claims.daume2007(*short.read())
     assert short.verdict == claims.UNDECIDED and "ran only 0.5 s, less than the search" in short.summary
     assert short.draws["outcome"].eq("not counted: every baseline ran less time than the search").all()
+    # a baseline that ran less time than the search and still is not below it: against the claim
+    ahead = Grid(tmp_path / "ahead")
+    for dataset in MNIST:
+        _daume(ahead, dataset, 3_000, (-400.0, -410.0), gibbs_ends=(0.5, 0.5))
+    ahead = claims.daume2007(*ahead.read())
+    assert ahead.verdict == claims.FAILED and "gibbs not lower in less time" in ahead.summary
 
 
 @pytest.mark.parametrize("values, verdict", [((-600.0, -610.0), claims.HELD), ((-400.0, -410.0), claims.FAILED)])
