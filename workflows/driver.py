@@ -26,7 +26,6 @@ Example
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import secrets
 import sys
