@@ -493,14 +493,13 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
                                "compared at (s)": at, "log joint at that time": values[-1],
                                "chain ran to (s)": lengths[-1]})
             b_value = float(np.median(values))
-            if max(lengths) < at and b_value < value:
+            if max(lengths) < at:  # given less time: it can only tell against the claim
                 pairs.append((None, math.nan, f"{s_label} vs {label} inconclusive: {label} ran only "
-                                              f"{max(lengths):.3g} s, less than the search"))
-                continue
-            if max(lengths) < at:  # behind in time yet not behind in log joint: against the claim
-                pairs.append((False, value - b_value,
-                              f"{s_label} vs {label}: {value:,.1f} at {at:.3g} s vs {b_value:,.1f} nats in "
-                              f"{max(lengths):.3g} s, {label} not lower in less time"))
+                                              f"{max(lengths):.3g} s, less than the search")
+                             if b_value < value else
+                             (False, value - b_value, f"{s_label} vs {label}: {value:,.1f} at {at:.3g} s vs "
+                                                      f"{b_value:,.1f} nats in {max(lengths):.3g} s, {label} "
+                                                      "not lower in less time"))
                 continue
             if value > b_value:
                 outcome = f"{s_label} higher by {value - b_value:,.1f} nats"

@@ -83,6 +83,8 @@ class StateScorer:
     truth compacted once per chain, each state's labels are compacted once for all four
     numbers, VI and NMI share one contingency table, and a state whose labels and alpha equal
     the previous state's (an optimiser at its optimum, a rejected move) is not scored again.
+    To compare with the next state it keeps the last labels it scored, not a copy: give it
+    labels that are not changed in place afterwards (a sampler's own arrays may be).
 
     Parameters
     ----------
@@ -130,5 +132,5 @@ class StateScorer:
                   "vi": math.nan, "nmi": math.nan}
         if self._truth is not None:
             scores["vi"], scores["nmi"] = _vi_nmi(_table(zc, K, *self._truth), self._n)
-        self._last = (np.array(z, copy=True), alpha, scores)
+        self._last = (z, alpha, scores)
         return dict(scores)

@@ -272,7 +272,9 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
                     timing["score_s"] += time.perf_counter() - began
 
         def _record(iteration, state, elapsed):
-            z = state.labels
+            # one copy, for the scorer's comparison and the draws: a sampler may update its
+            # state's arrays in place
+            z = np.array(state.labels, dtype=np.int64, copy=True)
             # scored at the step's own alpha (the learned value when alpha has a prior)
             row = dict(fixed, iteration=iteration, time_s=elapsed, **score(z, state.alpha))
             info = state.info or {}
@@ -284,8 +286,7 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
             if draws is not None:
                 if iteration == 1:
                     draws.clear()  # the initial state is no draw of the chain once a step ran
-                # a copy: a sampler may update its state's arrays in place
-                draws.append((np.array(z, dtype=np.int64, copy=True), row["alpha"]))
+                draws.append((z, row["alpha"]))
             if iteration:
                 bar.update(1)
                 bar.set_postfix(K=row["n_clusters"], log_joint=f"{row['log_joint']:.6g}", refresh=False)
@@ -722,7 +723,7 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
     draws, heldout, X_test = list(draws), None, chain_args.get("test")
     if X_test is not None and error is None:
         began = time.perf_counter()
-        lpd = heldout_lpd(sampler.family, X, draws, sampler.family.validate(X_test))
+        lpd = heldout_lpd(sampler.family, X, draws, X_test)
         draws, heldout = [], (lpd, len(draws), time.perf_counter() - began)
     return _Chain(trace=trace_frame(rows), process=dict(process_facts(), warmup_s=warmup_s), error=error,
                   draws=draws, stopped=stopped, score_s=timing.get("score_s", 0.0), heldout=heldout)
