@@ -129,6 +129,8 @@ BAD_CONFIGS = [
     ({"split_seed": 1.0}, "'split_seed'"),
     ({"heldout_draws": 2.0}, "'heldout_draws'"),
     ({"test_fraction": 0.5, "init_clusters": 151}, "'init_clusters'"),  # chang2013-tiny trains on 150 points
+    ({"variants": {"v": {"algorithm": "gibbs", "init_clusters": 2.0}}}, "variants: v: init_clusters"),
+    ({"variants": {"v": {"algorithm": "gibbs", "init_clusters": 301}}}, "'variants: v: init_clusters'"),
 ]
 
 

@@ -262,7 +262,7 @@ def test_config_schema_agrees_with_the_run_parameters():
         "time_budget": [props["time_budget"], variant["time_budget"]],
         "alpha": [props["alpha"], variant["alpha"]],
         "alpha_prior": [pair["items"]],
-        "init_clusters": [props["init_clusters"]],
+        "init_clusters": [props["init_clusters"], variant["init_clusters"]],
         "workers": [form.get("items", form) for node in (dask["workers"], variant["workers"])
                     for form in node["oneOf"]],
         "threads": [dask["threads"]],

@@ -143,7 +143,7 @@ def check_values(config: dict) -> None:
                              f"{list(config.get('datasets', {}))}")
         check_run_parameter(f"budgets: {key}", "time_budget", seconds)
     for name, variant in (config.get("variants") or {}).items():
-        for key in ("iterations", "time_budget", "alpha", "alpha_prior"):
+        for key in ("iterations", "time_budget", "alpha", "alpha_prior", "init_clusters"):
             if key in variant:
                 check_run_parameter(f"variants: {name}: {key}", key, variant[key])
         for i, seed in enumerate(variant.get("seeds", [])):
@@ -169,8 +169,14 @@ def check_values(config: dict) -> None:
                     cluster.check_embedded(count, threads)
                 except ValueError as exc:
                     raise ValueError(f"config '{where}': {exc}") from None
-    init_clusters = config.get("init_clusters", RUN_PARAMETERS["init_clusters"].default)
     test_fraction = config.get("test_fraction", RUN_PARAMETERS["test_fraction"].default)
+    # where each dataset's largest start comes from: the config, or a variant that runs on it
+    starts = {key: ("init_clusters", config.get("init_clusters", RUN_PARAMETERS["init_clusters"].default))
+              for key in config.get("datasets", {})}
+    for name, variant in (config.get("variants") or {}).items():
+        for key in run_spec(config, name)["datasets"] if "init_clusters" in variant else ():
+            if key in starts and variant["init_clusters"] > starts[key][1]:
+                starts[key] = (f"variants: {name}: init_clusters", variant["init_clusters"])
     for key, name in config.get("datasets", {}).items():
         try:
             # parses the name (bounded sizes, known parameters); loads and downloads nothing
@@ -180,8 +186,9 @@ def check_values(config: dict) -> None:
         # A text corpus's size is an upper bound (documents left empty are dropped when it
         # loads): a larger init_clusters is surely too large, a smaller one is checked by
         # the run itself (Sampler.init). The chains see the training part of the split.
+        where, init_clusters = starts[key]
         if isinstance(n, Integral) and init_clusters > (n_train := n - heldout_count(n, test_fraction)):
-            raise ValueError(f"config 'init_clusters' = {init_clusters} exceeds the training points of dataset "
+            raise ValueError(f"config '{where}' = {init_clusters} exceeds the training points of dataset "
                              f"{key!r} ({name}: {n} points, {n_train} after holding out test_fraction = "
                              f"{test_fraction}); use at most {n_train}")
 
@@ -230,8 +237,9 @@ def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
     dict
         ``algorithm`` (the registry name), ``options`` (the algorithm's ``options`` entry,
         then the variant's), ``datasets`` (the variant's, else ``grid_datasets``, else every
-        dataset key), ``seeds``, ``iterations``, ``time_budget``, ``alpha`` and
-        ``alpha_prior`` (the variant's, else the config's, else the run defaults).
+        dataset key), ``seeds``, ``iterations``, ``time_budget``, ``alpha``,
+        ``alpha_prior`` and ``init_clusters`` (the variant's, else the config's, else the run
+        defaults).
 
     Examples
     --------
@@ -255,6 +263,7 @@ def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
         "time_budget": variant.get("time_budget", budgets.get(dataset, config.get("time_budget"))),
         "alpha": variant.get("alpha", config.get("alpha", RUN_DEFAULTS["alpha"])),
         "alpha_prior": variant.get("alpha_prior", config.get("alpha_prior", RUN_DEFAULTS["alpha_prior"])),
+        "init_clusters": variant.get("init_clusters", config.get("init_clusters", RUN_DEFAULTS["init_clusters"])),
     }
 
 

@@ -120,7 +120,7 @@ def run_args(wildcards, input):
     dask = config.get("dask", {})
     args = ["--algorithm", spec["algorithm"], "--dataset", config["datasets"][wildcards.dataset],
             "--iterations", spec["iterations"], "--alpha", spec["alpha"],
-            "--init-clusters", config.get("init_clusters", RUN_DEFAULTS["init_clusters"]),
+            "--init-clusters", spec["init_clusters"],
             "--threads", dask.get("threads", RUN_DEFAULTS["threads"])]
     for flag, key in (("--test-fraction", "test_fraction"), ("--split-seed", "split_seed"),
                       ("--heldout-draws", "heldout_draws")):
