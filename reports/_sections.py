@@ -25,15 +25,8 @@ from . import _format as fmt
 from . import chains as chains_mod
 from . import figures
 from ._cells import Cell, Span, cell, figure, frame_table, table
+from .runs import communication_table
 from .timing import timing_rows, workflow_timing
-
-
-def communication_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Bytes and messages per iteration (median over seeds of each chain's mean), for the
-    labels of one dataset that communicated at all; Wang & Lin's Table 1 has this shape
-    (methods as columns)."""
-    talking = runs[runs["bytes"].fillna(0) > 0]
-    return talking.groupby("label", sort=False)[["bytes_sent", "bytes_received", "bytes", "messages"]].median()
 
 
 # ---- the page's opening -------------------------------------------------------------------
@@ -136,6 +129,24 @@ def claims(found) -> list:
                                                        "decided it."),
                     "table": _claim_table(claim.table, "The chains behind it: a row per draw, method and seed.")})
     return out
+
+
+def reproduction(key: str, frame: pd.DataFrame, runs: pd.DataFrame) -> dict:
+    """The paper's figures and tables beside this run (:mod:`reports.reproductions`), in the
+    paper's order: the page of a reproduction config opens with them."""
+    from . import reproductions
+    from .papers import PAPERS
+
+    paper = PAPERS[key]
+    tables = reproductions.tables_from_runs(frame, runs, record={"paper": key})
+    cls = {reproductions.REPRODUCED: "held", reproductions.NOT_REPRODUCED: "failed"}
+    entries = [{"item": e.item, "paper": e.paper, "measured": e.measured, "verdict": e.verdict, "reason": e.reason,
+                "cls": cls.get(e.verdict, "unchecked"),
+                "table": None if e.table is None or e.table.empty else frame_table(e.table),
+                "figure": None if e.figure is None else figure(e.figure, e.item, e.caption)}
+               for e in paper.entries(tables)]
+    return {"title": paper.TITLE, "differences": paper.DIFFERENCES, "entries": entries,
+            "not_addressed": [f"{item}: {why}" for item, why in paper.NOT_ADDRESSED]}
 
 
 def _claim_table(frame, caption: str):

@@ -6,7 +6,8 @@
     build_report(sorted(Path("results/traces").rglob("*.parquet")), "results/report/index.html")
 
 Everything shown is computed from the traces and their run metadata (nothing is typed in):
-first the answer in one screen (:mod:`reports.answer`: per dataset the best methods at the
+first, for a paper's reproduction config, that paper's figures and tables beside this run
+(:mod:`reports.reproductions`); then the answer in one screen (:mod:`reports.answer`: per dataset the best methods at the
 equal budget, which converged, quality against time, and what the run can and cannot tell);
 then the papers' headline claims checked against this run (:mod:`reports.claims`); per
 dataset a leaderboard, the convergence figures (log joint, VI to the truth, clusters, against
@@ -33,8 +34,7 @@ from . import _sections as sections
 from . import answer, chains, costmodel, figures
 from . import claims as claims_mod
 from ._dataset import REFERENCE, speedup_table
-from ._sections import communication_table
-from .runs import label_order, read_runs, step_times
+from .runs import communication_table, label_order, read_runs, step_times
 
 __all__ = ["build_report", "speedup_table", "communication_table", "REFERENCE", "ASV_HTML", "TEMPLATES"]
 
@@ -56,7 +56,9 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
     out_path : str or os.PathLike
         The HTML file to write; missing folders are created.
     config : dict, optional
-        The workflow configuration, shown in the environment section.
+        The workflow configuration, shown in the environment section; when it names the paper
+        it ``reproduces`` (a key of :data:`reports.papers.PAPERS`), the page opens with that
+        paper's figures and tables beside this run (:mod:`reports.reproductions`).
     asv_html : str or os.PathLike, optional
         asv's published ``index.html``, linked when it exists (default: :data:`ASV_HTML`
         under the repository root).
@@ -103,8 +105,10 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
         datasets.append(_dataset.dataset(i, name, here, runs[runs["dataset"] == name], step_times(here), order,
                                          styles, network, stats[stats["dataset"] == name], target_tolerance))
     screen = answer.first_screen(runs, stats, order)
+    paper = (config or {}).get("reproduces")
     page = render(
         header=sections.header(runs, names, order), reference=REFERENCE,
+        reproduction=sections.reproduction(paper, frame, runs) if paper else None,
         answer=sections.answer(screen, order, styles),
         claims=sections.claims(claims_mod.check_claims(frame, runs)), datasets=datasets,
         priors=sections.priors(priors) if priors is not None else None, peers=sections.peers(runs),

@@ -393,3 +393,11 @@ def _run_timing(path: Path, meta: dict, time_s: float) -> dict:
 def _number(value) -> float:
     """A metadata number as a float; NaN where it is missing (None)."""
     return math.nan if value is None else float(value)
+
+
+def communication_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Bytes and messages per iteration (median over seeds of each chain's mean), for the
+    labels of one dataset that communicated at all; Wang & Lin's Table 1 has this shape
+    (methods as columns)."""
+    talking = runs[runs["bytes"].fillna(0) > 0]
+    return talking.groupby("label", sort=False)[["bytes_sent", "bytes_received", "bytes", "messages"]].median()

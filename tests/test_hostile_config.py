@@ -131,6 +131,7 @@ BAD_CONFIGS = [
     ({"test_fraction": 0.5, "init_clusters": 151}, "'init_clusters'"),  # chang2013-tiny trains on 150 points
     ({"variants": {"v": {"algorithm": "gibbs", "init_clusters": 2.0}}}, "variants: v: init_clusters"),
     ({"variants": {"v": {"algorithm": "gibbs", "init_clusters": 301}}}, "'variants: v: init_clusters'"),
+    ({"reproduces": "chang2031"}, "unknown paper 'chang2031'"),
 ]
 
 

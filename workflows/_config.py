@@ -20,6 +20,7 @@ from numbers import Integral
 from dpmmbench import algorithms, datasets
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, Interval, check_value, resolve_options
 from dpmmbench.datasets.split import heldout_count
+from dpmmbench.reports.papers import PAPERS
 from dpmmbench.reports.chains import check_tolerance
 
 from . import cluster
@@ -122,6 +123,8 @@ def check_values(config: dict) -> None:
     TypeError, ValueError
         The first bad value; the message names its config key and the problem.
     """
+    if "reproduces" in config and config["reproduces"] not in PAPERS:
+        raise ValueError(f"config 'reproduces': unknown paper {config['reproduces']!r}; known: {sorted(PAPERS)}")
     for key in ("alpha", "alpha_prior", "init_clusters", "iterations", "time_budget", "test_fraction",
                 "split_seed", "heldout_draws"):
         if key in config:
@@ -276,7 +279,8 @@ def check_config(config: dict) -> None:
     """Everything the workflow checks before any job, after the schema (``workflows/common.smk``).
 
     Unknown algorithm names and optional peers that are not installed
-    (:func:`check_algorithms`), run parameters and dataset names (:func:`check_values`),
+    (:func:`check_algorithms`), run parameters, dataset names and the paper of
+    ``reproduces`` (:func:`check_values`),
     variants that clash with a registry name or name an unknown dataset key, an empty grid,
     unknown option names and bad option values.
 

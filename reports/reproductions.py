@@ -1,0 +1,300 @@
+"""The papers' figures and tables beside this suite's runs: ``docs/reproductions.md``.
+
+A reproduction is a paper's config (``workflows/config/<paper>.yaml``) run to the end. Its
+small tables are kept in the repository under ``docs/reproductions/<paper>/`` (never the
+traces): ``summary.csv`` and ``runs.csv`` (as the workflow writes them); ``curves.csv``, every chain's
+trace thinned to :data:`CURVE_POINTS` rows (enough to draw it in the paper's axes);
+``communication.csv`` and ``scaling.csv`` (bytes and messages per iteration; speed-up
+measured and, past two workers, modelled); ``claims.json`` (the headline claims as the report
+decides them); ``record.json`` (the wall time, commit, machine and what differs from the
+paper); and any extra table a paper's entries read (Daumé's heuristic study). Each paper's
+entries (:mod:`reports.papers`) turn these tables into one :class:`Entry` per figure or table
+of the paper: what it reports, what this suite measured, a verdict and its reason, with a
+figure in the paper's axes. The HTML report of a reproduction opens with the same entries,
+computed from its traces.
+
+Usage::
+
+    # after `snakemake --cores 2 --configfile workflows/config/chang2013.yaml -d runs/chang2013`
+    python -m dpmmbench.reports.reproductions collect chang2013 --results runs/chang2013/results \\
+        --wall-s 1180 --out docs/reproductions/chang2013
+    python -m dpmmbench.reports.reproductions render      # docs/reproductions.md and its figures
+
+``render`` reads only the committed tables, and the same tables give the same file
+(``tests/test_reproductions.py`` regenerates it and compares).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import costmodel
+from .claims import check_claims
+from .entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, VERDICTS, Entry, Tables
+from .runs import communication_table, read_runs
+from .summary import runs_table, summary_table
+from .traces import atomic_write
+
+#: rows kept of each chain's trace (geometric in the iteration: early steps move most)
+CURVE_POINTS = 40
+#: worker counts kept of the cost model's predictions (Wang & Lin went to 30, Chang & Fisher to 16 cores)
+MODELLED_WORKERS = (1, 2, 4, 8, 16, 30, 32, 64)
+#: the columns of ``curves.csv``
+CURVE_COLUMNS = ["dataset", "variant", "label", "algorithm", "workers", "seed", "iteration", "time_s",
+                 "log_joint", "vi", "n_clusters"]
+#: where the record lives, relative to the repository root
+ROOT_DIR = Path("docs") / "reproductions"
+DOC = Path("docs") / "reproductions.md"
+
+
+# ---- from a finished workflow to the small tables ------------------------------------------
+def thin(frame: pd.DataFrame, points: int = CURVE_POINTS) -> pd.DataFrame:
+    """Keep about ``points`` rows of each run (column ``run``): the first, the last and
+    rows spaced geometrically in between."""
+    keep = []
+    for _, rows in frame.groupby("run", sort=False):
+        n = len(rows)
+        picks = np.unique(np.round(np.geomspace(1, n, min(points, n))).astype(int) - 1)
+        keep.append(rows.iloc[np.union1d(picks, [0, n - 1])])
+    return pd.concat(keep, ignore_index=True)
+
+
+def tables_from_runs(frame: pd.DataFrame, runs: pd.DataFrame, record: dict, extra=None) -> Tables:
+    """Build a reproduction's tables from the traces read by :func:`reports.runs.read_runs`.
+
+    Parameters
+    ----------
+    frame, runs : pandas.DataFrame
+        Every trace row and one row per run.
+    record : dict
+        ``record.json``'s content (see :func:`collect`).
+    extra : dict, optional
+        Extra tables by name.
+    """
+    meta = runs.set_index("run")[["dataset", "variant", "label", "algorithm", "workers", "seed"]]
+    curves = thin(frame[["run", "iteration", "time_s", "log_joint", "vi", "n_clusters"]].join(meta, on="run"))
+    communication = [sub_table.assign(dataset=dataset).reset_index()
+                     for dataset, ds_runs in runs.groupby("dataset", sort=False)
+                     if not (sub_table := communication_table(ds_runs)).empty]
+    return Tables(summary=summary_table(frame, runs), runs=runs_table(runs),
+                  curves=curves[CURVE_COLUMNS],
+                  communication=pd.concat(communication, ignore_index=True) if communication else pd.DataFrame(),
+                  scaling=_scaling(frame, runs), claims=[_claim_record(c) for c in check_claims(frame, runs)],
+                  record=record, extra=dict(extra or {}))
+
+
+def _scaling(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Measured and modelled speed-up w.r.t. ``gibbs`` per data set with sharded runs."""
+    out = []
+    for dataset, ds_runs in runs.groupby("dataset", sort=False):
+        found = costmodel.scaling(frame[frame["run"].isin(ds_runs["run"])], ds_runs)
+        if not found.models:
+            continue
+        cols = ["variant", "workers", "iteration_s", "speedup"]
+        modelled = found.predictions[found.predictions["workers"].isin(MODELLED_WORKERS)]
+        out.append(found.measured[cols].assign(dataset=dataset, source="measured"))
+        out.append(modelled[cols].assign(dataset=dataset, source="modelled"))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _claim_record(claim) -> dict:
+    draws = claim.draws.to_dict(orient="records") if claim.draws is not None else []
+    return {"paper": claim.paper, "claim": claim.claim, "verdict": claim.verdict, "summary": claim.summary,
+            "criterion": claim.criterion, "draws": draws}
+
+
+def collect(paper: str, results, out, wall_s: float, extra=()) -> Path:
+    """Write a finished reproduction's small tables to ``out``.
+
+    Parameters
+    ----------
+    paper : str
+        A key of :data:`reports.papers.PAPERS`.
+    results : str or os.PathLike
+        The workflow's ``results`` folder (``traces/``, and ``jobs/`` for the job wall times).
+    out : str or os.PathLike
+        The paper's record folder, e.g. ``docs/reproductions/chang2013``.
+    wall_s : float
+        The workflow's wall time in seconds, measured around ``snakemake``.
+    extra : iterable of path
+        Extra CSV tables to keep beside the others (copied).
+
+    Returns
+    -------
+    pathlib.Path
+        ``out``.
+    """
+    from .papers import PAPERS
+
+    if paper not in PAPERS:
+        raise ValueError(f"unknown paper {paper!r}; known: {sorted(PAPERS)}")
+    if not (isinstance(wall_s, (int, float)) and math.isfinite(wall_s) and wall_s > 0):
+        raise ValueError(f"wall_s must be a positive number of seconds, got {wall_s!r}")
+    results, out = Path(results), Path(out)
+    paths = sorted((results / "traces").rglob("*.parquet"))
+    if not paths:
+        raise ValueError(f"no traces under {results / 'traces'}: run the paper's workflow first")
+    frame, runs = read_runs(paths)
+    metas = list(runs["meta"])  # where and with what the runs ran, from their own metadata
+    record = {"paper": paper, "config": f"workflows/config/{paper}.yaml", "wall_s": round(float(wall_s), 1),
+              "runs": len(runs), "failed": int((runs["status"] == "failed").sum()),
+              "git_commit": sorted(set(runs["git_commit"]) - {""}), "cpu_model": metas[0].get("cpu_model", ""),
+              "cores": metas[0].get("cores_available", ""), "versions": metas[0].get("versions", {}),
+              "started_utc": min(str(m.get("started_utc", "")) for m in metas),
+              "finished_utc": max(str(m.get("finished_utc", "")) for m in metas)}
+    extra = {Path(p).stem: pd.read_csv(p) for p in extra}
+    tables = tables_from_runs(frame, runs, record, extra=extra)
+    out.mkdir(parents=True, exist_ok=True)
+    # the curves are for figures: 7 digits keep 0.1 nat of a log joint of 10^6
+    for name, table, digits in (("summary", tables.summary, "%.10g"), ("runs", tables.runs, "%.10g"),
+                                ("curves", tables.curves, "%.7g"), ("communication", tables.communication, "%.10g"),
+                                ("scaling", tables.scaling, "%.10g"), *((k, v, "%.10g") for k, v in tables.extra.items())):
+        _write_text(out / f"{name}.csv", table.to_csv(index=False, float_format=digits, lineterminator="\n"))
+    for name, content in (("claims", tables.claims), ("record", record)):
+        _write_text(out / f"{name}.json", json.dumps(content, indent=1, sort_keys=True, default=_jsonable) + "\n")
+    return out
+
+
+def _write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def _jsonable(value):
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return value.item()
+    return str(value)
+
+
+def load(folder) -> Tables:
+    """Read a paper's record folder (written by :func:`collect`)."""
+    folder = Path(folder)
+    known = {"summary", "runs", "curves", "communication", "scaling"}
+
+    def csv(name):
+        path = folder / f"{name}.csv"
+        return pd.read_csv(path) if path.is_file() and path.stat().st_size > 1 else pd.DataFrame()
+
+    return Tables(summary=csv("summary"), runs=csv("runs"), curves=csv("curves"),
+                  communication=csv("communication"), scaling=csv("scaling"),
+                  claims=json.loads((folder / "claims.json").read_text()),
+                  record=json.loads((folder / "record.json").read_text()),
+                  extra={p.stem: csv(p.stem) for p in sorted(folder.glob("*.csv")) if p.stem not in known})
+
+
+# ---- from the small tables to docs/reproductions.md ----------------------------------------
+def render(root=ROOT_DIR, out=DOC) -> str:
+    """Write ``out`` and its figures (``<root>/<paper>/fig-*.png``) from the records in ``root``.
+
+    Returns
+    -------
+    str
+        The markdown written.
+    """
+    from .papers import PAPERS
+
+    root, out = Path(root), Path(out)
+    where = os.path.relpath(root, out.parent).replace(os.sep, "/")  # as the links below: the same from any checkout
+    lines = ["# The papers, figure by figure", "",
+             "Generated by `python -m dpmmbench.reports.reproductions render` from the tables in",
+             f"[`{where}/`]({where}/) (each paper's config run to the end on an idle 2-core machine; never edited",
+             "by hand). Each entry quotes what the paper reports, gives what this suite measured under the stated",
+             "differences, and a verdict: *reproduced*, *not reproduced*, or *not comparable here*. Each paper's",
+             "HTML report (`results/report/index.html` of its run) opens with the same entries.", ""]
+    verdicts = []
+    sections = []
+    for key, paper in PAPERS.items():
+        folder = root / key
+        if not (folder / "record.json").is_file():
+            sections += [f"## {paper.TITLE}", "", f"Not run yet: `{paper.CONFIG}` has no record in `{folder.as_posix()}`.", ""]
+            continue
+        tables = load(folder)
+        entries = paper.entries(tables)
+        verdicts += [(paper.SHORT, e.item, e.verdict) for e in entries]
+        sections += _paper_section(key, paper, tables, entries, folder, out.parent)
+    if verdicts:
+        lines += ["| paper | figure or table | verdict |", "|---|---|---|"]
+        lines += [f"| {p} | {item} | {v} |" for p, item, v in verdicts]
+        lines.append("")
+    text = "\n".join(lines + sections).rstrip() + "\n"
+    _write_text(out, text)
+    return text
+
+
+def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> list:
+    for old in folder.glob("fig-*.png"):  # an earlier render's, perhaps of more entries
+        old.unlink()
+    rec = tables.record
+    minutes = rec["wall_s"] / 60
+    lines = [f"## {paper.TITLE}", "",
+             f"`snakemake --cores 2 --configfile {rec['config']}`: {rec['runs']} runs "
+             f"({rec['failed']} failed) in **{minutes:.1f} min** of wall time on {rec['cores']} cores "
+             f"({rec['cpu_model']}), commit {', '.join(c[:7] for c in rec['git_commit']) or 'unknown'}, "
+             f"{rec['finished_utc'][:10]}.",
+             "", f"What differs from the paper: {paper.DIFFERENCES}", ""]
+    for i, entry in enumerate(entries, 1):
+        lines += [f"### {entry.item}", "", f"- **Paper:** {entry.paper}", f"- **Measured:** {entry.measured}",
+                  f"- **Verdict: {entry.verdict}.** {entry.reason}", ""]
+        if entry.table is not None and not entry.table.empty:
+            lines += [_markdown_table(entry.table), ""]
+        if entry.figure is not None:
+            name = f"fig-{i:02d}.png"
+            atomic_write(folder / name, lambda f, png=entry.figure: f.write(png))
+            link = os.path.relpath(folder / name, doc_dir).replace(os.sep, "/")
+            lines += [f"![{entry.item}]({link})", "",
+                      f"*{entry.caption}*", ""]
+    if paper.NOT_ADDRESSED:
+        lines += ["### What the suite cannot address", ""]
+        lines += [f"- **{item}:** {why}" for item, why in paper.NOT_ADDRESSED]
+        lines.append("")
+    return lines
+
+
+def _markdown_table(table: pd.DataFrame) -> str:
+    head = "| " + " | ".join(str(c) for c in table.columns) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "n/a"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return str(value)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dpmmbench.reports.reproductions", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    col = sub.add_parser("collect", help="keep a finished reproduction's small tables")
+    col.add_argument("paper")
+    col.add_argument("--results", required=True, help="the workflow's results folder")
+    col.add_argument("--wall-s", type=float, required=True, help="the workflow's wall time (s)")
+    col.add_argument("--out", help="the record folder (default docs/reproductions/PAPER)")
+    col.add_argument("--extra", action="append", default=[], help="an extra CSV table to keep")
+    ren = sub.add_parser("render", help="write docs/reproductions.md from the records")
+    ren.add_argument("--root", default=str(ROOT_DIR))
+    ren.add_argument("--out", default=str(DOC))
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "collect":
+            print(collect(args.paper, args.results, args.out or ROOT_DIR / args.paper, args.wall_s, args.extra))
+        else:
+            render(args.root, args.out)
+            print(args.out)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
