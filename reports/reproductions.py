@@ -212,7 +212,8 @@ def render(root=ROOT_DIR, out=DOC) -> str:
     for key, paper in PAPERS.items():
         folder = root / key
         if not (folder / "record.json").is_file():
-            sections += [f"## {paper.TITLE}", "", f"Not run yet: `{paper.CONFIG}` has no record in `{folder.as_posix()}`.", ""]
+            missing = os.path.relpath(folder, out.parent).replace(os.sep, "/")
+            sections += [f"## {paper.TITLE}", "", f"Not run yet: `{paper.CONFIG}` has no record in `{missing}/`.", ""]
             continue
         tables = load(folder)
         entries = paper.entries(tables)

@@ -86,7 +86,7 @@ def test_collect_load_render(results, tmp_path):
     # the runs this tiny grid lacks are named, never guessed
     assert "Runs missing from this record" in first and "12.5" not in first and "0.2 min" in first
     for key in set(PAPERS) - {"daume2007"}:
-        assert f"Not run yet: `{PAPERS[key].CONFIG}`" in first
+        assert f"Not run yet: `{PAPERS[key].CONFIG}` has no record in `root/{key}/`" in first
 
 
 def test_a_reproduction_report_opens_with_the_paper(results, tmp_path):

@@ -46,6 +46,9 @@ IMAGES = {canonical_name(name): column for name, column in (
     ("fashion-mnist?n=12000&pca=50", "12k (Fashion-MNIST)"))}
 CORPORA = {canonical_name(f"{name}?drop_top=10&vocab=1000"): corpus for name, corpus in (
     ("reuters", "Reuters-395"), ("wikipedia", "Wikipedia-7961"), ("nyt", "NYT-8447"))}
+#: what an entry of the study says without it (a workflow's report has only the traces)
+NO_STUDY = ("No artificial-data table among these tables: it is written by `workflows/scripts/reproduce_daume2007.py "
+            "--experiments artificial` (both heuristics) and kept with the record as `artificial.csv`.")
 #: "admissible enqueues a lot": at least this many times the inadmissible heuristic's pushes
 ENQUEUE_FACTOR = 3.0
 #: "inadmissible enqueues almost nothing that is not required": it pops at most this many states per point
@@ -66,8 +69,7 @@ def _likelihood_ratio(art: pd.DataFrame) -> Entry:
              "seconds, per heuristic and beam size, against the number of points; the slides state no number or "
              "finding for them.")
     if art.empty:
-        return Entry(item, paper, "No artificial-data table in this record (`artificial.csv`).", NOT_COMPARABLE,
-                     "The study did not run.")
+        return Entry(item, paper, NO_STUDY, NOT_COMPARABLE, "The study did not run.")
     best = art.loc[art.groupby(["heuristic", "n"])["beam"].idxmax()]
     table = best.pivot(index="n", columns="heuristic", values="gap_to_truth").reset_index()
     table.columns = ["points"] + [f"{h}: log ratio to truth (nats)" for h in table.columns[1:]]
@@ -91,8 +93,7 @@ def _enqueued(art: pd.DataFrame) -> Entry:
                  f"{ENQUEUE_FACTOR:g}x the states the inadmissible one pushes, and the inadmissible one pops at most "
                  f"{POPS_PER_POINT:g} states per point (it walks straight to a full clustering)")
     if art.empty or not {"admissible", "inadmissible"} <= set(art["heuristic"]):
-        return Entry(item, paper, "No admissible and inadmissible runs in this record's `artificial.csv`.",
-                     NOT_COMPARABLE, "The study did not run.")
+        return Entry(item, paper, NO_STUDY, NOT_COMPARABLE, "The study did not run.")
     wide = art[art["beam"] >= 10].pivot_table(index=["n", "beam"], columns="heuristic",
                                               values=["states_pushed", "states_popped"]).dropna()
     ratio = wide[("states_pushed", "admissible")] / wide[("states_pushed", "inadmissible")]
