@@ -193,24 +193,34 @@ def _mnist(tables) -> Entry:
                 missing.append(f"{name} on {dataset}")
                 continue
             row[f"{short} s/it"] = float(chains["s_per_iteration"].median())
-            row[f"{short} -log p at search's time"] = _neg(_at_time(tables.curves, dataset, name, t))
-            row[f"{short} -log p at end ({chains['time_s'].median():.0f} s)"] = _neg(float(chains["final_log_joint"].median()))
+            row[f"_{short} then"] = _at_time(tables.curves, dataset, name, t)
+            row[f"{short} -log p at search's time"] = _neg(row[f"_{short} then"])
             row[f"_{short}"] = float(chains["final_log_joint"].median())
+            row[f"{short} -log p at end"] = _neg(row[f"_{short}"])
+            row["samplers' end s"] = float(chains["time_s"].median())
         row["_search"] = score
         rows.append(row)
     if not rows or missing:
         return Entry(item, paper, f"Runs missing from this record: {', '.join(missing) or 'all'}.", NOT_COMPARABLE,
                      "The config's MNIST runs did not all finish.")
-    wins = [r["images"] for r in rows if all(r["_search"] > r.get(f"_{s}", math.inf) for s in SAMPLERS.values())]
+    wins = [r["images"] for r in rows if all(r["_search"] > r[f"_{s}"] for s in SAMPLERS.values())]
+    ahead_then = [r["images"] for r in rows if all(r["_search"] > r[f"_{s} then"] for s in SAMPLERS.values())]
     table = pd.DataFrame(rows)
     table = table[[c for c in table.columns if not c.startswith("_")]]
     held = len(wins) == len(rows)
     measured = (f"The search's partition scored better (higher log joint) than both samplers' final states on "
                 f"{len(wins)} of {len(rows)} image sets ({', '.join(wins) or 'none'}), the samplers having run past the "
-                f"search's time. Criterion: reproduced when the search beats both samplers' medians at the end of their "
-                f"budget on every set.")
-    reason = ("As in the talk, sampling from one cluster does not reach the search's MAP estimate in the time given."
-              if held else "A sampler given more time than the search reached a better partition than the search.")
+                f"search's time; at the search's own time (sampler states read off their thinned traces) it was ahead "
+                f"of both on {len(ahead_then)} ({', '.join(ahead_then) or 'none'}). Criterion: reproduced when the "
+                f"search beats both samplers' medians at the end of their budget on every set.")
+    speeds = ", ".join(f"{r['Gibbs s/it']:.2g}" for r in rows)
+    if held:
+        reason = "As in the talk, sampling from one cluster does not reach the search's MAP estimate in the time given."
+    elif not ahead_then:
+        reason = (f"The samplers were ahead already at the search's own time: a Gibbs sweep takes {speeds} s here "
+                  f"against the talk's 40 s to 7 h, so a sampler makes many sweeps while the search runs.")
+    else:
+        reason = "A sampler given more time than the search reached a better partition than the search."
     return Entry(item, paper, measured, REPRODUCED if held else NOT_REPRODUCED, reason, table=table,
                  figure=_search_figure(tables, list(IMAGES)),
                  caption="MNIST and Fashion-MNIST: the samplers' log joint against sampler time (median and range "
@@ -235,8 +245,9 @@ def _nips_table(tables):
             if runs.empty:
                 missing.append(f"{name} on {corpus}")
                 continue
-            row[f"{short}: -log p at end ({runs['time_s'].median():.0f} s)"] = _neg(float(runs["final_log_joint"].median()))
             row[f"_{short}"] = float(runs["final_log_joint"].median())
+            row[f"{short}: -log p at end"] = _neg(row[f"_{short}"])
+            row["samplers' end s"] = float(runs["time_s"].median())
         rows.append(row)
     return rows, missing
 
@@ -253,8 +264,9 @@ def _nips_search(tables) -> Entry:
     held = len(wins) == len(rows)
     gaps = [min(r["_increasing"] - r[f"_{s}"] for s in SAMPLERS.values()) for r in rows]
     measured = (f"The search (increasing order) scored better than both samplers' final states on {len(wins)} of "
-                f"{len(rows)} corpora; its smallest lead over a sampler was {min(gaps):,.0f} nats. Criterion: "
-                f"reproduced when it beats both on every corpus.")
+                f"{len(rows)} corpora; its log joint minus the better sampler's was "
+                + ", ".join(f"{g:+,.0f} nats ({r['corpus']})" for g, r in zip(gaps, rows))
+                + " (negative: the sampler is ahead). Criterion: reproduced when it beats both on every corpus.")
     table = pd.DataFrame(rows)
     table = table[[c for c in table.columns if not c.startswith("_") and "order" not in c and "decreasing" not in c
                    and "random" not in c]]
