@@ -235,7 +235,7 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
     minutes = rec["wall_s"] / 60
     lines = [f"## {paper.TITLE}", "",
              f"`snakemake --cores 2 --configfile {rec['config']}`: {rec['runs']} runs "
-             f"({rec['failed']} failed) in **{minutes:.1f} min** of wall time on {rec['cores']} cores "
+             f"({rec['failed']} failed; seeds {_seeds(tables.runs)}) in **{minutes:.1f} min** of wall time on {rec['cores']} cores "
              f"({rec['cpu_model']}), commit {', '.join(c[:7] for c in rec['git_commit']) or 'unknown'}, "
              f"{rec['finished_utc'][:10]}.",
              "", f"What differs from the paper: {paper.DIFFERENCES}", ""]
@@ -255,6 +255,13 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
         lines += [f"- **{item}:** {why}" for item, why in paper.NOT_ADDRESSED]
         lines.append("")
     return lines
+
+
+def _seeds(runs: pd.DataFrame) -> str:
+    """The chain seeds of a record, e.g. ``0-9`` or ``0, 1``."""
+    seeds = sorted(int(s) for s in runs["seed"].unique())
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)) else \
+        ", ".join(map(str, seeds))
 
 
 def _markdown_table(table: pd.DataFrame) -> str:

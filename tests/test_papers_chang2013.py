@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dpmmbench.reports.papers import chang2013 as paper
-from dpmmbench.reports.reproductions import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, VERDICTS, Tables
+from dpmmbench.reports.entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, VERDICTS, Tables
 
 SAMPLERS = tuple(paper.PAPER_NAMES)
 #: final log joint per sampler and start, as the paper tells it: on the synthetic set the

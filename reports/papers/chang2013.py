@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import figures
 from ..claims import PLATEAU_RTOL
-from ..reproductions import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
+from ..entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
 
 TITLE = "Chang & Fisher (2013), Parallel sampling of DP mixture models using sub-cluster splits"
 SHORT = "Chang & Fisher 2013"
