@@ -607,6 +607,7 @@ def scaling_figure(predicted: pd.DataFrame, measured: pd.DataFrame, colours: dic
             ax.axhline(1.0, color="0.4", linewidth=0.9, linestyle=":", zorder=1)
         # ratios, and values that can span orders of magnitude (a slow master, a fast reference)
         ax.set_yscale("log")
+        _readable_log_axis(ax, "y")  # a span of less than a decade would show one label, or none
         ax.set_xscale("log", base=2)
         ticks = [w for w in (1, 2, 4, 8, 16, 32, 64) if w <= predicted["workers"].max()]
         ax.set_xticks(ticks, [str(w) for w in ticks])
