@@ -25,6 +25,9 @@ from . import _format as fmt
 from . import chains as chains_mod
 from . import figures
 from ._cells import Cell, Span, cell, figure, frame_table, table
+from .entries import NOT_REPRODUCED, REPRODUCED
+from .papers import PAPERS
+from .reproductions import tables_from_runs
 from .runs import communication_table
 from .timing import timing_rows, workflow_timing
 
@@ -134,12 +137,9 @@ def claims(found) -> list:
 def reproduction(key: str, frame: pd.DataFrame, runs: pd.DataFrame) -> dict:
     """The paper's figures and tables beside this run (:mod:`reports.reproductions`), in the
     paper's order: the page of a reproduction config opens with them."""
-    from . import reproductions
-    from .papers import PAPERS
-
     paper = PAPERS[key]
-    tables = reproductions.tables_from_runs(frame, runs, record={"paper": key})
-    cls = {reproductions.REPRODUCED: "held", reproductions.NOT_REPRODUCED: "failed"}
+    tables = tables_from_runs(frame, runs, record={"paper": key})
+    cls = {REPRODUCED: "held", NOT_REPRODUCED: "failed"}
     entries = [{"item": e.item, "paper": e.paper, "measured": e.measured, "verdict": e.verdict, "reason": e.reason,
                 "cls": cls.get(e.verdict, "unchecked"),
                 "table": None if e.table is None or e.table.empty else frame_table(e.table),

@@ -6,8 +6,7 @@ traces): ``summary.csv`` and ``runs.csv`` (as the workflow writes them); ``curve
 trace thinned to :data:`CURVE_POINTS` rows (enough to draw it in the paper's axes);
 ``communication.csv`` and ``scaling.csv`` (bytes and messages per iteration; speed-up
 measured and, past two workers, modelled); ``claims.json`` (the headline claims as the report
-decides them); ``record.json`` (the wall time, commit, machine and what differs from the
-paper); and any extra table a paper's entries read (Daumé's heuristic study). Each paper's
+decides them); ``record.json`` (the wall time, runs, commit, CPU and versions); and any extra table a paper's entries read (Daumé's heuristic study). Each paper's
 entries (:mod:`reports.papers`) turn these tables into one :class:`Entry` per figure or table
 of the paper: what it reports, what this suite measured, a verdict and its reason, with a
 figure in the paper's axes. The HTML report of a reproduction opens with the same entries,
@@ -37,7 +36,8 @@ import pandas as pd
 
 from . import costmodel
 from .claims import check_claims
-from .entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, VERDICTS, Entry, Tables
+from .entries import Tables
+from .papers import PAPERS
 from .runs import communication_table, read_runs
 from .summary import runs_table, summary_table
 from .traces import atomic_write
@@ -131,8 +131,6 @@ def collect(paper: str, results, out, wall_s: float, extra=()) -> Path:
     pathlib.Path
         ``out``.
     """
-    from .papers import PAPERS
-
     if paper not in PAPERS:
         raise ValueError(f"unknown paper {paper!r}; known: {sorted(PAPERS)}")
     if not (isinstance(wall_s, (int, float)) and math.isfinite(wall_s) and wall_s > 0):
@@ -197,8 +195,6 @@ def render(root=ROOT_DIR, out=DOC) -> str:
     str
         The markdown written.
     """
-    from .papers import PAPERS
-
     root, out = Path(root), Path(out)
     where = os.path.relpath(root, out.parent).replace(os.sep, "/")  # as the links below: the same from any checkout
     lines = ["# The papers, figure by figure", "",

@@ -608,6 +608,6 @@ def entries(tables) -> list:
 
     Returns
     -------
-    list of reports.reproductions.Entry
+    list of reports.entries.Entry
     """
     return [k_init(tables), concentration(tables), cores(tables), mnist(tables), corpora(tables)]
