@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, special, stats
 
-from ._registry import make
+from ._registry import get
 from .concentration import GammaPrior
 from .partitions import cluster_sizes, enumerate_partitions, log_crp_prior, partition_key
 
@@ -192,13 +192,13 @@ class ExactnessResult:
 
 
 def sample_chains(sampler_factory, X, parts, chains: int, burn: int, samples: int, thin: int,
-                  inits=None) -> tuple[np.ndarray, np.ndarray]:
+                  inits=None, on_chain=None) -> tuple[np.ndarray, np.ndarray]:
     """Run ``chains`` independent chains; return their (chains, n_partitions) visit counts
     and the (chains, samples) values of ``state.alpha`` at the recorded samples.
 
     ``sampler_factory(chain)`` returns a fresh sampler; chains cycle through ``inits``
     (numbers of initial clusters; default: one cluster and all singletons, the most
-    dispersed starts).
+    dispersed starts); ``on_chain(chain)`` is called after each chain (a progress bar).
     """
     index = {partition_key(z): j for j, z in enumerate(parts)}
     N = parts.shape[1]
@@ -215,6 +215,8 @@ def sample_chains(sampler_factory, X, parts, chains: int, burn: int, samples: in
                 state = s.step(state)
             counts[c, index[partition_key(state.labels)]] += 1
             alphas[c, t] = state.alpha
+        if on_chain is not None:
+            on_chain(c)
     return counts, alphas
 
 
@@ -232,12 +234,13 @@ def alpha_mean_threshold(alphas: np.ndarray, q: float = 0.995) -> float:
     return 1.5 * float(stats.norm.ppf(0.5 + q / 2.0)) * std_error
 
 
-def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, burn: int = 20,
+def check_against_exact(name, X, family, alpha: float, chains: int = 8, burn: int = 20,
                         samples: int = 1500, thin: int = 2, seed: int = 0, sampler_alpha: float | None = None,
                         options: dict | None = None, inits=None, alpha_prior=None,
-                        sampler_alpha_prior=None) -> ExactnessResult:
-    """Run ``chains`` independent chains of registered sampler ``name`` and compare their
-    partition frequencies with the exact posterior at ``alpha``.
+                        sampler_alpha_prior=None, on_chain=None) -> ExactnessResult:
+    """Run ``chains`` independent chains of registered sampler ``name`` (or of a
+    :class:`~dpmmbench.algorithms.base.Sampler` subclass) and compare their partition
+    frequencies with the exact posterior at ``alpha``.
 
     With ``alpha_prior=(shape, rate)`` alpha is learned: the chains run with that prior,
     starting at ``alpha``, and are compared with the posterior that integrates alpha out
@@ -245,8 +248,10 @@ def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, bur
     (:func:`alpha_mean_threshold`).
 
     ``sampler_alpha`` (default ``alpha``) and ``sampler_alpha_prior`` (default
-    ``alpha_prior``) let a test run a deliberately wrong sampler.
+    ``alpha_prior``) let a test run a deliberately wrong sampler; ``on_chain(chain)`` is
+    called after each chain.
     """
+    cls = name if isinstance(name, type) else get(name)
     if alpha_prior is None:
         parts, probs = exact_posterior(X, family, alpha)
     else:
@@ -256,9 +261,9 @@ def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, bur
     learned = {} if run_prior is None else {"alpha_prior": run_prior}
 
     def factory(c):
-        return make(name, family=family, alpha=run_alpha, seed=seed * 1000 + c, **learned, **(options or {}))
+        return cls(family, alpha=run_alpha, seed=seed * 1000 + c, **learned, **(options or {}))
 
-    counts, alphas = sample_chains(factory, X, parts, chains, burn, samples, thin, inits)
+    counts, alphas = sample_chains(factory, X, parts, chains, burn, samples, thin, inits, on_chain)
     freq = counts.sum(axis=0) / counts.sum()
     per_chain = counts / samples
     iid_var = (probs * (1 - probs) / samples).sum()
@@ -266,7 +271,7 @@ def check_against_exact(name: str, X, family, alpha: float, chains: int = 8, bur
     inflation = max(1.0, obs_var / iid_var) if iid_var > 0 else 1.0
     n_total = chains * samples
     threshold = 1.5 * null_tv_quantile(probs, n_total / inflation)
-    res = ExactnessResult(name, tv_distance(freq, probs), threshold, inflation, n_total, freq, probs)
+    res = ExactnessResult(cls.name, tv_distance(freq, probs), threshold, inflation, n_total, freq, probs)
     if alpha_prior is not None:
         res.alpha_mean, res.alpha_exact = float(alphas.mean()), alpha_exact
         res.alpha_threshold = alpha_mean_threshold(alphas)

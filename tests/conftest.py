@@ -1,5 +1,6 @@
-"""Shared tiny problems: small enough to enumerate every partition, spread enough that the
-posterior covers many of them (two or three groups plus an ambiguous point)."""
+"""Shared test helpers. The tiny problems (small enough to enumerate every partition, spread
+enough that the posterior covers many of them) are the package's own,
+``dpmmbench.algorithms.certify.PROBLEMS``: `dpmmbench check` runs on them too."""
 from __future__ import annotations
 
 import json
@@ -7,12 +8,10 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
-import scipy.sparse as sp
 from hypothesis import settings
 
-from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
+from dpmmbench.algorithms.certify import PROBLEMS  # noqa: F401 (the tests import it from here)
 
 # Property tests explore new examples on every local run; under CI they replay one fixed
 # sequence, so that a landing is decided by the code, not by the draw (what a local run finds
@@ -20,26 +19,6 @@ from dpmmbench.algorithms.families import DirichletMultinomial, NormalInverseWis
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-
-def niw_problem():
-    X = np.array([[-1.0, -0.8], [-1.3, -1.1], [1.1, 0.9], [0.8, 1.2], [0.1, 0.0], [1.4, 1.0]])
-    fam = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=0.6 * np.eye(2))
-    return X, fam, 1.0
-
-
-def known_problem():
-    X = np.array([[-2.1], [-1.7], [0.1], [1.9], [2.4], [0.6]])
-    return X, NormalKnownCovariance(sigma=1.0, mu0=[0.0], sigma0=2.0), 1.3
-
-
-def multinomial_problem():
-    X = sp.csr_matrix(np.array([[3, 1, 0, 0], [2, 2, 0, 1], [0, 0, 3, 1], [0, 1, 2, 2],
-                                [1, 1, 1, 1], [4, 0, 0, 1]], dtype=float))
-    return X, DirichletMultinomial(gamma=0.7, vocab_size=4), 0.8
-
-
-PROBLEMS = {"niw-2d": niw_problem, "known-1d": known_problem, "dirmult": multinomial_problem}
 
 
 #: ``state.info`` keys that measure wall-clock time: never reproducible from the seed

@@ -10,6 +10,7 @@
     dpmmbench summarize TRACE... --out summary.csv [--runs runs.csv] [--target-tolerance F]
     dpmmbench report TRACE... --out results/report/index.html [--config CONFIG.yaml] [--target-tolerance F]
     dpmmbench list
+    dpmmbench check ALGORITHM [--samples N] [--chains C] [--seed S] [--no-progress]
 
 Every user mistake ends with one line, ``dpmmbench: error: <message>``, on stderr and the
 exit code of its class (:data:`EXIT_CODES`, also in ``dpmmbench --help``), and no file at
@@ -37,7 +38,8 @@ EXIT_CODES = {
 
 _EPILOG = """exit codes:
   0    success
-  1    internal error (a bug: the traceback is shown)
+  1    internal error (a bug: the traceback is shown); for `check`: the sampler failed a check
+       or declares exact but is not
   2    usage: unknown command, algorithm or option; a missing or invalid option value
   3    data: bad dataset name or parameters; a data or trace file missing, unreadable,
        corrupt, of another dataset, or with values its family refuses
@@ -175,6 +177,19 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="list algorithms and datasets",
                          description="List the registered algorithms (exact or not) and datasets.")
     lst.set_defaults(func=_cmd_list)
+
+    chk = sub.add_parser("check", help="certify a sampler: conformance, bad input, exactness",
+                         description="Run the suite's conformance, bad-input and exactness checks on one sampler: "
+                                     "its long-run partition frequencies against the posterior enumerated on tiny "
+                                     "problems (docs/algorithms.md section 9). Exit 1 when it fails a check or "
+                                     "declares exact but is not.")
+    chk.add_argument("algorithm", help="registry name (see `dpmmbench list`)")
+    chk.add_argument("--samples", type=int, default=None, metavar="N",
+                     help="thinned samples per chain (default 1500; fewer checks less finely, never more loosely)")
+    chk.add_argument("--chains", type=int, default=None, metavar="C", help="independent chains per problem (default 8)")
+    chk.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the first chain")
+    chk.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    chk.set_defaults(func=_cmd_check)
     return parser
 
 
@@ -357,6 +372,30 @@ def _cmd_list(args) -> int:
         text = _one_line(text)
         print(f"  {name:<20} {text}".rstrip())
     return 0
+
+
+def _cmd_check(args) -> int:
+    from dpmmbench.algorithms import certify
+
+    def progress(problem, chain, chains):
+        bar = "#" * chain + "." * (chains - chain)
+        print(f"\r  {problem:<10} [{bar}] chain {chain}/{chains}", end="\n" if chain == chains else "",
+              file=sys.stderr, flush=True)
+
+    cert = certify.certify(args.algorithm, samples=certify.SAMPLES if args.samples is None else args.samples,
+                           chains=certify.CHAINS if args.chains is None else args.chains, seed=args.seed,
+                           progress=None if args.no_progress else progress)
+    print(f"{cert.algorithm}: declares exact={cert.exact}")
+    for finding in cert.findings:
+        if not finding.passed:
+            print(f"  FAILED {finding.check}: {finding.detail}")
+    passed = sum(f.passed for f in cert.findings)
+    print(f"  conformance and bad input: {passed} of {len(cert.findings)} checks passed")
+    for problem, res in cert.exactness.items():
+        print(f"  {problem:<10} TV {res.tv:.4f}  threshold {res.threshold:.4f}  "
+              f"({res.n_samples} samples)  {'within' if res.passed else 'beyond'} the threshold")
+    print(f"verdict: {cert.verdict}")
+    return 0 if cert.passed else 1
 
 
 def _one_line(text) -> str:
