@@ -300,9 +300,17 @@ def tiny_config(tmp_path, **changes):
     return path
 
 
+#: runs its arguments with SIGINT at its default, as a terminal's Ctrl-C finds it: a test run
+#: started in the background of a non-interactive shell inherits SIGINT ignored, and so would
+#: every Snakemake it starts (no KeyboardInterrupt, so the Ctrl-C test would wait for the run)
+INTERRUPTIBLE = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                 "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
 def snakemake(workdir, config, *targets, env=None):
-    return subprocess.Popen([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
-                             str(workdir), "--cores", "2", *targets, "--configfile", str(config)],
+    return subprocess.Popen([sys.executable, "-c", INTERRUPTIBLE, "-m", "snakemake", "--snakefile",
+                             str(ROOT / "Snakefile"), "--directory", str(workdir), "--cores", "2", *targets,
+                             "--configfile", str(config)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
 
