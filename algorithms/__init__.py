@@ -15,18 +15,19 @@ Adding an algorithm = one module with a :class:`~dpmmbench.algorithms.base.Sampl
 plus one line in ``_REGISTRY`` (``algorithms/_registry.py``). Peers (other libraries'
 methods, :mod:`dpmmbench.algorithms.peers`) are entries too; those whose library is an
 optional dependency go in ``_OPTIONAL`` there and are listed only where that library is
-installed.
+installed. Outside this repository, a package registers its sampler class in the entry-point
+group ``dpmmbench.algorithms`` (``examples/plugin/``); :func:`plugins` lists what was found.
 """
 from __future__ import annotations
 
 import importlib
 
-from ._registry import available, get, make, missing
+from ._registry import available, get, make, missing, plugins, refused_plugins
 from .base import Sampler
 from .families import DirichletMultinomial, NormalInverseWishart, NormalKnownCovariance
 from .state import State
 
-__all__ = ["available", "missing", "get", "make", "Sampler", "State", "DPMM",
+__all__ = ["available", "missing", "get", "make", "plugins", "refused_plugins", "Sampler", "State", "DPMM",
            "NormalInverseWishart", "NormalKnownCovariance", "DirichletMultinomial"]
 
 

@@ -1,7 +1,9 @@
 """The registry of algorithms: name -> sampler class, imported on first use.
 
-The package's ``__init__`` re-exports :func:`available`, :func:`missing`, :func:`get` and
-:func:`make`; modules of the package that need the registry (the exactness check, the
+The built-ins are listed here; installed plugins add theirs through the entry-point group
+``dpmmbench.algorithms`` (:mod:`._plugins`, docs/design.md "Plugins"). The package's
+``__init__`` re-exports :func:`available`, :func:`missing`, :func:`get`, :func:`make`,
+:func:`plugins` and :func:`refused_plugins`; modules of the package that need the registry (the exactness check, the
 estimator) import it from here, never from the package's ``__init__``.
 
 >>> from dpmmbench.algorithms import available, get
@@ -12,11 +14,15 @@ True
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import inspect
 from types import MappingProxyType
 
+from . import _plugins
 from .base import Sampler
+from .families import Family
 
 #: registry name -> "module:Class" (imported on first use)
 _REGISTRY = MappingProxyType({
@@ -58,10 +64,44 @@ def _installed(library: str) -> bool:
     return importlib.util.find_spec(library) is not None
 
 
-def available() -> list[str]:
+@functools.cache  # once per process: plugins are imported, and their problems logged, once
+def _discovered() -> tuple[dict, dict]:
+    return _plugins.discover("algorithms", [*_REGISTRY, *_OPTIONAL], _sampler_problem)
+
+
+def _sampler_problem(name: str, obj) -> str | None:
+    """What keeps ``obj``, registered as ``name``, from being a sampler of the registry."""
+    if not (isinstance(obj, type) and issubclass(obj, Sampler)):
+        return "is not a subclass of dpmmbench.algorithms.Sampler"
+    if inspect.isabstract(obj):
+        return f"does not implement {', '.join(sorted(obj.__abstractmethods__))}"
+    if getattr(obj, "name", None) != name:
+        return f"declares name = {getattr(obj, 'name', None)!r}, not its entry point's {name!r}"
+    if not isinstance(getattr(obj, "exact", None), bool):
+        return "declares no exact = True or False"
+    families = obj.families
+    if families is not None and not (isinstance(families, tuple) and families
+                                     and all(isinstance(f, type) and issubclass(f, Family) for f in families)):
+        return f"declares families = {families!r}, not None or a tuple of Family classes"
+    return None
+
+
+def plugins() -> dict[str, str]:
+    """Algorithms registered by installed plugins: registry name -> ``"distribution version"``."""
+    return {name: plugin.distribution for name, plugin in _discovered()[0].items()}
+
+
+def refused_plugins() -> dict[str, str]:
+    """Plugins left out: registry name -> why (a line naming the plugin and its distribution)."""
+    return dict(_discovered()[1])
+
+
+def available(plugins: bool = True) -> list[str]:
     """Registry names of every implemented algorithm, with the optional peers whose library
-    is installed."""
-    return list(_REGISTRY) + [name for name, (_, library, _) in _OPTIONAL.items() if _installed(library)]
+    is installed, then (unless ``plugins=False``) the algorithms of installed plugins
+    (:func:`plugins`)."""
+    return (list(_REGISTRY) + [name for name, (_, library, _) in _OPTIONAL.items() if _installed(library)]
+            + (list(_discovered()[0]) if plugins else []))
 
 
 def missing() -> dict[str, str]:
@@ -71,6 +111,12 @@ def missing() -> dict[str, str]:
 
 def get(name: str) -> type[Sampler]:
     """The sampler class registered as ``name``."""
+    if isinstance(name, str) and name not in _REGISTRY and name not in _OPTIONAL:
+        found, refused = _discovered()
+        if name in found:
+            return found[name].value
+        if name in refused:
+            raise ValueError(f"algorithm {name!r} is not available: {refused[name]}")
     if isinstance(name, str) and name in _OPTIONAL and not _installed(_OPTIONAL[name][1]):
         raise ValueError(f"algorithm {name!r} needs the {_OPTIONAL[name][1]!r} library, which is not installed; "
                          f"{_OPTIONAL[name][2]}")

@@ -28,19 +28,19 @@ is what the workflow's data rules run.
 from __future__ import annotations
 
 from .base import Dataset
-from .registry import REGISTRY, resolve
+from .registry import builders, plugins, refused_plugins, resolve
 from .split import holdout
 
 
 def available() -> list[str]:
-    """Base names of every dataset.
+    """Base names of every dataset: the built-ins, then those of installed plugins (:func:`plugins`).
 
     Returns
     -------
     list of str
         Names accepted by :func:`load` (parameters may be appended as ``?key=value&...``).
     """
-    return list(REGISTRY)
+    return list(builders())
 
 
 def load(name: str) -> Dataset:
@@ -111,4 +111,4 @@ def canonical_name(name: str) -> str:
     return resolve(name)[2]
 
 
-__all__ = ["available", "load", "describe", "canonical_name", "holdout", "Dataset"]
+__all__ = ["available", "load", "describe", "canonical_name", "holdout", "plugins", "refused_plugins", "Dataset"]

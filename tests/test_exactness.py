@@ -21,7 +21,7 @@ BELL = [1, 1, 2, 5, 15, 52, 203, 877]
 #: distance is measured and reported on a small budget (a variational fit settles on one
 #: partition, so a long run adds nothing), never asserted, and they are not run with a learned alpha
 #: (most cannot take our Gamma prior).
-OURS = [name for name in algorithms.available() if not algorithms.get(name).external]
+OURS = [name for name in algorithms.available(plugins=False) if not algorithms.get(name).external]
 PEERS = [name for name in algorithms.available() if algorithms.get(name).external]
 
 #: the Gamma(shape, rate) prior of the learned-alpha checks (docs/algorithms.md §9.7): mean 1,

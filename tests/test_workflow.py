@@ -42,7 +42,7 @@ def snakemake(tmp_path, *args, env=None):
 
 def ours():
     """What "all" selects: the suite's own samplers (peers are named or run as variants)."""
-    return [name for name in algorithms.available() if not algorithms.get(name).external]
+    return [name for name in algorithms.available(plugins=False) if not algorithms.get(name).external]
 
 
 def expected_grid(config):

@@ -208,12 +208,13 @@ def selected_algorithms(config: dict) -> list[str]:
     -------
     list of str
         For ``"all"``, the suite's own samplers (peers, which fit some families only, are
-        named, or run as variants on the datasets they fit); else the list as it is (its
+        named, or run as variants on the datasets they fit; so are plugins' algorithms, so
+        that what is installed does not change a config's grid); else the list as it is (its
         names are checked by :func:`check_algorithms`).
     """
     names = config["algorithms"]
     if names == "all":
-        return [name for name in algorithms.available() if not algorithms.get(name).external]
+        return [name for name in algorithms.available(plugins=False) if not algorithms.get(name).external]
     return list(names)
 
 

@@ -358,19 +358,26 @@ def _cmd_list(args) -> int:
     from dpmmbench import datasets
 
     print("algorithms:")
+    from_plugin = algorithms.plugins()
     for name in algorithms.available():
         cls = algorithms.get(name)
-        print(f"  {name:<20} exact={cls.exact}" + ("  peer (another library's method)" if cls.external else ""))
+        print(f"  {name:<20} exact={cls.exact}" + ("  peer (another library's method)" if cls.external else "")
+              + (f"  plugin from {from_plugin[name]}" if name in from_plugin else ""))
     for name, hint in algorithms.missing().items():
         print(f"  {name:<20} peer, not installed: {hint}")
     print("datasets:")
-    describe = getattr(datasets, "describe", None)
+    from_plugin = datasets.plugins()
     for name in datasets.available():
-        text = describe(name) if describe is not None else ""
-        if isinstance(text, dict):
-            text = text.get("description", "")
-        text = _one_line(text)
-        print(f"  {name:<20} {text}".rstrip())
+        try:
+            text = _one_line(datasets.describe(name)["description"])
+        except Exception as exc:  # noqa: BLE001 -- a plugin's describe() must not end the listing
+            text = f"(cannot describe it: {type(exc).__name__}: {_one_line(exc)})"
+        print(f"  {name:<20} {text}" + (f"  (plugin from {from_plugin[name]})" if name in from_plugin else ""))
+    refused = {**algorithms.refused_plugins(), **datasets.refused_plugins()}.values()
+    if refused:
+        print("plugins left out:")
+        for reason in refused:
+            print(f"  {reason}")
     return 0
 
 

@@ -6,13 +6,13 @@
 import os
 import re
 
-from dpmmbench.datasets.registry import REGISTRY as DATASET_REGISTRY
+from dpmmbench.datasets.registry import builders as dataset_builders
 from dpmmbench.datasets.registry import resolve as resolve_dataset
 
 # the data folder: config `data_dir`, else $DPMMBENCH_DATA, else data/raw (as the package's cache)
 DATA_DIR = str(config.get("data_dir", os.environ.get("DPMMBENCH_DATA", "data/raw")))
 # registry datasets whose raw files must be fetched; one manifest ("sha256  file" lines) each
-FETCHED_DATASETS = sorted(n for n, b in DATASET_REGISTRY.items() if b.fetch is not None)
+FETCHED_DATASETS = sorted(n for n, b in dataset_builders().items() if b.fetch is not None)
 RAW_MANIFEST = os.path.join(DATA_DIR, "manifests", "{source}.sha256")
 # config dataset key -> manifest of its raw files ([] for generated or bundled data)
 RAW_MANIFESTS = {

@@ -186,7 +186,7 @@ def _subset(name, n):
     """Dataset ``name`` with ``n`` points: its own seeded subset where the dataset takes an
     ``n`` parameter, else the first ``n`` rows (``digits`` is not sorted by class)."""
     base, _, query = name.partition("?")
-    if any(p.name == "n" for p in datasets.REGISTRY[base].parameters):
+    if any(p.name == "n" for p in datasets.registry.builders()[base].parameters):
         return datasets.load(f"{base}?{query + '&' if query else ''}n={n}")
     return datasets.load(name)
 
