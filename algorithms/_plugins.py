@@ -89,7 +89,7 @@ def discover(registry: str, taken: Iterable[str], problem: Callable[[str, object
         else:
             try:
                 value = eps[0].load()
-            except Exception as exc:  # noqa: BLE001 -- any failure of third-party code leaves it out
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 -- any failure of third-party code leaves it out
                 refused[name] = f"{where}: failed to import {eps[0].value!r}: {type(exc).__name__}: {_one_line(exc)}"
                 continue
             why = problem(name, value)

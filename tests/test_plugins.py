@@ -96,6 +96,7 @@ def test_the_example_plugin_runs_through_the_workflow_into_the_report(tmp_path):
 #: modules of the broken distribution, by file name
 MODULES = {
     "broken_plugins_fails.py": "raise ImportError('needs libfoo, which is not installed')\n",
+    "broken_plugins_exits.py": "import sys\nsys.exit('this plugin exits when imported')\n",
     "broken_plugins_ok.py": textwrap.dedent('''\
         from dpmmbench.algorithms.gibbs import CollapsedGibbs
         from dpmmbench.datasets import registry
@@ -127,7 +128,8 @@ MODULES = {
         '''),
 }
 ENTRY_POINTS = {
-    "dpmmbench.algorithms": {"fails-to-import": "broken_plugins_fails:Sampler", "not-a-sampler":
+    "dpmmbench.algorithms": {"fails-to-import": "broken_plugins_fails:Sampler", "exits": "broken_plugins_exits:S",
+                             "not-a-sampler":
                              "broken_plugins_ok:not_a_class", "gibbs": "broken_plugins_ok:Shadow",
                              "misnamed": "broken_plugins_ok:Misnamed", "Bad_Name": "broken_plugins_ok:Shadow",
                              "tripled": "broken_plugins_ok:TripledNewCluster",
@@ -137,6 +139,7 @@ ENTRY_POINTS = {
 #: plugin -> what its one line says
 REFUSED = {
     "fails-to-import": "failed to import 'broken_plugins_fails:Sampler': ImportError: needs libfoo",
+    "exits": "failed to import 'broken_plugins_exits:S': SystemExit: this plugin exits when imported",
     "not-a-sampler": "is not a subclass of dpmmbench.algorithms.Sampler",
     "gibbs": "clashes with the built-in algorithm of that name",
     "misnamed": "declares name = 'something-else', not its entry point's 'misnamed'",
