@@ -3,7 +3,8 @@
 Both list the algorithms by hand (a table is easier to read than generated text); these tests
 hold them to ``algorithms/_registry.py``: every registry name appears, with its right exact
 flag and module, and nothing else does. Optional peers count whether or not their library is
-installed (their adapter modules import the library only when a chain starts).
+installed (their adapter modules import the library only when a chain starts). The README's
+layout names every page of ``docs/``.
 """
 from __future__ import annotations
 
@@ -90,6 +91,12 @@ def test_readme_table_is_the_registry():
     assert not problems, "\n".join(problems)
     for entry in _entries().values():
         assert (ROOT / _module_path(entry)).is_file(), entry
+
+
+def test_readme_layout_names_every_document():
+    """The ``docs/`` line of the README's "Where things are" names each page of docs/, and no other."""
+    (line,) = [row for row in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if row.startswith("docs/ ")]
+    assert set(re.findall(r"[a-z0-9-]+\.md", line)) == {p.name for p in (ROOT / "docs").glob("*.md")}
 
 
 def test_design_registry_list_is_the_registry():

@@ -10,6 +10,7 @@ from snakemake.settings.types import DeploymentMethod
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS
 from dpmmbench.workflows import _config, service
+from dpmmbench.workflows.cluster import scheduler_file_address
 from dpmmbench.workflows.service_client import SERVICE_VARIABLE
 
 #: one trace per run; {algorithm} is a registry name or a variant name
@@ -90,12 +91,22 @@ def service_workers():
     return max(cores // threads, largest, 1)
 
 
+def with_run_service():
+    """Whether the run jobs go through the workflow's run service. Not under
+    ``--software-deployment-method conda`` (the jobs run in the env's own Python), nor with
+    ``--no-hooks`` (no ``onstart``: how Snakemake runs a job spawned elsewhere), nor with an
+    executor plugin that runs the jobs on other machines (e.g. SLURM): the service's socket
+    is only reachable on this one. Those jobs each start a cluster of their own, as a single
+    ``dpmmbench run`` does, or join the config's existing cluster."""
+    return not (DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+                or workflow.execution_settings.no_hooks or workflow.non_local_exec)
+
+
 def start_run_service():
     """``onstart``: start the workflow's run service (workflows/service.py, one Dask cluster for
-    every run) when the DAG has runs to do, and point the run jobs at it through
-    ``$DPMMBENCH_SERVICE``. Under ``--software-deployment-method conda`` the jobs run in the
-    env's own Python and keep a cluster each, as a single ``dpmmbench run`` does."""
-    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    every run) when the DAG has runs to do and the jobs can reach it (:func:`with_run_service`),
+    and point the run jobs at it through ``$DPMMBENCH_SERVICE``."""
+    if not with_run_service():
         return
     if not any(job.rule.name == "run_chain" for job in workflow.dag.needrun_jobs()):
         return  # e.g. `snakemake prepare_datasets`, or only the report left to build: no cluster
@@ -135,6 +146,10 @@ def run_args(wildcards, input):
         args += ["--data-file", input.data]
     if dask.get("scheduler"):
         args += ["--scheduler", dask["scheduler"]]
+    elif dask.get("scheduler_file") and not with_run_service():
+        # a job on its own reads no scheduler file: it is given the address the file names
+        # (read here, when the job is made: the cluster must be up before such a workflow)
+        args += ["--scheduler", scheduler_file_address(dask["scheduler_file"])]
     for key, value in spec["options"].items():
         args += ["--option", f"{key}={value}"]
     return " ".join(shlex.quote(str(a)) for a in args)
