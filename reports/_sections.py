@@ -134,11 +134,12 @@ def claims(found) -> list:
     return out
 
 
-def reproduction(key: str, frame: pd.DataFrame, runs: pd.DataFrame) -> dict:
+def reproduction(key: str, frame: pd.DataFrame, runs: pd.DataFrame, claims: list, tolerance: float) -> dict:
     """The paper's figures and tables beside this run (:mod:`reports.reproductions`), in the
-    paper's order: the page of a reproduction config opens with them."""
+    paper's order: the page of a reproduction config opens with them. ``claims`` are the
+    report's own (checked once), ``tolerance`` its time-to-target tolerance."""
     paper = PAPERS[key]
-    tables = tables_from_runs(frame, runs, record={"paper": key})
+    tables = tables_from_runs(frame, runs, record={"paper": key}, claims=claims, tolerance=tolerance)
     cls = {REPRODUCED: "held", NOT_REPRODUCED: "failed"}
     entries = [{"item": e.item, "paper": e.paper, "measured": e.measured, "verdict": e.verdict, "reason": e.reason,
                 "cls": cls.get(e.verdict, "unchecked"),

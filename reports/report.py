@@ -106,11 +106,12 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
                                          styles, network, stats[stats["dataset"] == name], target_tolerance))
     screen = answer.first_screen(runs, stats, order)
     paper = (config or {}).get("reproduces")
+    claims = claims_mod.check_claims(frame, runs)
     page = render(
         header=sections.header(runs, names, order), reference=REFERENCE,
-        reproduction=sections.reproduction(paper, frame, runs) if paper else None,
+        reproduction=sections.reproduction(paper, frame, runs, claims, target_tolerance) if paper else None,
         answer=sections.answer(screen, order, styles),
-        claims=sections.claims(claims_mod.check_claims(frame, runs)), datasets=datasets,
+        claims=sections.claims(claims), datasets=datasets,
         priors=sections.priors(priors) if priors is not None else None, peers=sections.peers(runs),
         communication=sections.communication(runs, names), steps=sections.per_step(frame, runs, order),
         environment=sections.environment(runs, config, out_path, asv_html))

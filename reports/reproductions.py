@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from . import costmodel
+from .chains import TARGET_TOLERANCE
 from .claims import check_claims
 from .entries import Tables
 from .papers import PAPERS
@@ -66,7 +67,8 @@ def thin(frame: pd.DataFrame, points: int = CURVE_POINTS) -> pd.DataFrame:
     return pd.concat(keep, ignore_index=True)
 
 
-def tables_from_runs(frame: pd.DataFrame, runs: pd.DataFrame, record: dict, extra=None) -> Tables:
+def tables_from_runs(frame: pd.DataFrame, runs: pd.DataFrame, record: dict, extra=None, claims=None,
+                     tolerance: float = TARGET_TOLERANCE) -> Tables:
     """Build a reproduction's tables from the traces read by :func:`reports.runs.read_runs`.
 
     Parameters
@@ -77,16 +79,22 @@ def tables_from_runs(frame: pd.DataFrame, runs: pd.DataFrame, record: dict, extr
         ``record.json``'s content (see :func:`collect`).
     extra : dict, optional
         Extra tables by name.
+    claims : list of reports.claims.Claim, optional
+        :func:`reports.claims.check_claims` of these runs, when the caller has them (the
+        report does); else they are checked here.
+    tolerance : float
+        Relative tolerance of the summary's time to target (default 0.1 %).
     """
     meta = runs.set_index("run")[["dataset", "variant", "label", "algorithm", "workers", "seed"]]
     curves = thin(frame[["run", "iteration", "time_s", "log_joint", "vi", "n_clusters"]].join(meta, on="run"))
     communication = [sub_table.assign(dataset=dataset).reset_index()
                      for dataset, ds_runs in runs.groupby("dataset", sort=False)
                      if not (sub_table := communication_table(ds_runs)).empty]
-    return Tables(summary=summary_table(frame, runs), runs=runs_table(runs),
+    claims = check_claims(frame, runs) if claims is None else claims
+    return Tables(summary=summary_table(frame, runs, tolerance), runs=runs_table(runs),
                   curves=curves[CURVE_COLUMNS],
                   communication=pd.concat(communication, ignore_index=True) if communication else pd.DataFrame(),
-                  scaling=_scaling(frame, runs), claims=[_claim_record(c) for c in check_claims(frame, runs)],
+                  scaling=_scaling(frame, runs), claims=[_claim_record(c) for c in claims],
                   record=record, extra=dict(extra or {}))
 
 
