@@ -113,6 +113,16 @@ def mh_accept(u, log_ratio):
 #: below this many (rows x components) entries, thread start-up costs more than it saves
 PARALLEL_MIN_WORK = 1 << 15
 
+#: rows per chunk of the fused label kernels: each chunk draws its uniforms from its own seeded
+#: stream and keeps its own partial statistics, summed in chunk order, so a draw depends on the
+#: seed and the rows only, never on how many threads share the chunks
+FUSED_CHUNK = 2048
+
+
+def chunk_seeds(rng: np.random.Generator, n_rows: int) -> np.ndarray:
+    """One 32-bit seed per chunk of :data:`FUSED_CHUNK` rows, from ``rng``."""
+    return rng.integers(0, 2 ** 32, size=max(1, -(-n_rows // FUSED_CHUNK)), dtype=np.int64)
+
 
 def parallel_variants(py_func):
     """(serial, parallel) compiled versions of a kernel written with ``prange``.

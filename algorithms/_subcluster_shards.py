@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .labelstep import sample_labels, sample_sublabels, sweep_keeping_clusters, take_params
+from .labelstep import draw_with_sublabels, sample_sublabels, sweep_keeping_clusters, take_params
 
 PREVIOUS_SHIFT = 32  #: shard labels: bits from here up hold the cluster before the draw
 _SUB_MASK = (1 << PREVIOUS_SHIFT) - 1
@@ -85,15 +85,14 @@ class Restructured(NamedTuple):
 
 def draw_labels(shard, draw: LabelDraw):
     """The label step on one shard: every label among the existing clusters, in parallel,
-    then every sub-label (as in-process, :func:`sample_labels_keeping_clusters` without its
-    check, which needs every shard's counts). Returns the shard's sub-cluster statistics."""
+    then every sub-label (as in-process, :func:`draw_keeping_clusters_with_sublabels` without
+    its check, which needs every shard's counts). Returns the shard's sub-cluster statistics."""
     family = shard.static["family"]
     z, _ = decode_labels(shard.labels)
-    n = len(z)
-    new = sample_labels(family, shard.X, draw.theta, draw.log_pi, shard.rng.random(n))
-    zs = sample_sublabels(family, shard.X, new, draw.stheta, draw.log_spi, shard.rng.random(n))
+    new, zs, stats = draw_with_sublabels(family, shard.X, draw.theta, draw.log_pi, draw.stheta, draw.log_spi,
+                                         shard.rng)
     shard.labels = (2 * new + zs) | (z << PREVIOUS_SHIFT)
-    return family.stats(shard.X, 2 * new + zs, 2 * len(draw.log_pi))
+    return stats
 
 
 def resweep_labels(shard, payload: Resweep):

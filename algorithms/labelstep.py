@@ -127,13 +127,75 @@ _SAMPLE_SUB_ROWS = parallel_variants(_sample_sub_rows)
 
 def sample_sublabels(family, X, labels, sub_params, sub_log_weights, uniforms) -> np.ndarray:
     """Each point picks one of the two sub-components ``2k, 2k+1`` of its component
-    ``k = labels[i]`` (Chang & Fisher's sub-cluster labels), in row blocks."""
+    ``k = labels[i]`` (Chang & Fisher's sub-cluster labels), in row blocks.
+
+    Where the likelihood is a matrix product (Gaussians in many dimensions) each cluster's
+    points are scored against its own two sub-components only: 2 instead of 2K quadratic
+    forms per point."""
     N = family.n_points(X)
     K2 = len(sub_log_weights)
     out = np.empty(N, dtype=np.int64)
+    if family.loglik_uses_blas() and K2 > 2:
+        order = np.argsort(labels, kind="stable")
+        bounds = np.searchsorted(labels[order], np.arange(K2 // 2 + 1))
+        for k in range(K2 // 2):
+            rows = order[bounds[k]:bounds[k + 1]]
+            if rows.size:
+                pair = np.array([2 * k, 2 * k + 1])
+                sll = family.loglik(X[rows], take_params(sub_params, pair))
+                side = np.empty(rows.size, dtype=np.int64)
+                # serial: BLAS threads still spinning after the product stall a parallel region
+                _SAMPLE_SUB_ROWS[0](sll, sub_log_weights[pair], np.zeros(rows.size, dtype=np.int64),
+                                    uniforms[rows], side)
+                out[rows] = side
+        return out
     block = int(np.clip(2 ** 19 // max(K2, 1), 256, 16384))
     for a in range(0, N, block):
         b = min(a + block, N)
         sll = family.loglik(X[a:b], sub_params)
         _SAMPLE_SUB_ROWS[sll.size >= PARALLEL_MIN_WORK](sll, sub_log_weights, labels[a:b], uniforms[a:b], out[a:b])
     return out
+
+
+def draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng):
+    """Every label among the K components, then every sub-label between the two
+    sub-components of its component, and the statistics of the 2K sub-components: the label
+    step of Chang & Fisher's samplers given instantiated weights and parameters.
+
+    One compiled pass where the family has one (:meth:`Family.fused_subcluster_draw`: one
+    stream of uniforms per chunk of rows, so any number of threads gives the same draw); otherwise the likelihood, sampling and statistics one after the other.
+    Labels may leave a component empty (the caller checks, see
+    :func:`sample_labels_keeping_clusters`).
+
+    Returns
+    -------
+    (labels, sublabels, sub-component statistics)
+    """
+    fused = family.fused_subcluster_draw(X, params, log_weights, sub_params, sub_log_weights, rng)
+    if fused is not None:
+        return fused
+    N = family.n_points(X)
+    z = sample_labels(family, X, params, log_weights, rng.random(N))
+    zs = sample_sublabels(family, X, z, sub_params, sub_log_weights, rng.random(N))
+    return z, zs, family.stats(X, 2 * z + zs, len(sub_log_weights))
+
+
+def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, labels, rng):
+    """:func:`draw_with_sublabels` restricted to labellings that leave no component empty,
+    as :func:`sample_labels_keeping_clusters` (the parallel draw, or where it emptied a
+    component the sequential sweep from ``labels``, then fresh sub-labels).
+
+    Returns
+    -------
+    (labels, sublabels, sub-component statistics, fell_back)
+    """
+    K = len(log_weights)
+    z, zs, sub = draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng)
+    if family.sum_pairs(sub).n.min() > 0:
+        return z, zs, sub, False
+    N = family.n_points(X)
+    z = np.array(labels, dtype=np.int64, copy=True)
+    sweep_keeping_clusters(family, X, params, log_weights, z, np.bincount(z, minlength=K).astype(np.int64),
+                           rng.random(N))
+    zs = sample_sublabels(family, X, z, sub_params, sub_log_weights, rng.random(N))
+    return z, zs, family.stats(X, 2 * z + zs, 2 * K), True

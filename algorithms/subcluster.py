@@ -66,7 +66,7 @@ from .backends import ShardedState
 from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
 from .constraints import Interval, OneOf, Option
-from .labelstep import sample_labels_keeping_clusters, sample_labels_within, sample_sublabels
+from .labelstep import draw_keeping_clusters_with_sublabels, sample_labels_within, sample_sublabels
 from .partitions import compact
 from .state import State
 
@@ -247,11 +247,12 @@ class SubClusters(Sampler):
             groups = supercluster_groups(fam.divergence(theta), rng)
             z, fell_back = sample_labels_within(fam, X, theta, log_pi, z, groups, rng)
             info["n_superclusters"] = int(groups.max()) + 1
+            zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
+            sub = fam.stats(X, 2 * z + zs, 2 * K)
         else:
-            z, fell_back = sample_labels_keeping_clusters(fam, X, theta, log_pi, z, rng)
+            z, zs, sub, fell_back = draw_keeping_clusters_with_sublabels(fam, X, theta, log_pi, stheta, log_spi, z,
+                                                                         rng)
         info["sequential_label_sweep"] = int(fell_back)
-        zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
-        sub = fam.stats(X, 2 * z + zs, 2 * K)
         c = Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
                      principal=self.params["subcluster_init"] == "principal", params=theta,
                      isolated=state.isolated.copy())

@@ -17,7 +17,8 @@ from scipy.linalg import solve_triangular
 from scipy.special import gammaln
 
 from .._numba_cache import kernel
-from .._numerics import LOG_2PI, LOG_PI, PARALLEL_MIN_WORK, log_multigamma, parallel_variants
+from .._numerics import (FUSED_CHUNK, LOG_2PI, LOG_PI, PARALLEL_MIN_WORK, chunk_seeds, log_multigamma,
+                         parallel_variants, sample_log_weights)
 from ..constraints import Interval
 from ._empirical import MAX_POINTS, kmeans_partition
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
@@ -68,6 +69,13 @@ def _small_d_stats(X, shift, labels, K, n, s1, s2):
                     s2[c, k, a, b] += xa * (X[r, b] - shift[b])
 
 
+def _symmetrise_lower(s2):
+    """(K, D, D) scatter matrices with their lower triangles copied to the upper."""
+    il = np.tril_indices(s2.shape[-1], -1)
+    s2[:, il[1], il[0]] = s2[:, il[0], il[1]]
+    return s2
+
+
 def grouped_gaussian_stats(X: np.ndarray, labels: np.ndarray, K: int, shift=None) -> GaussianStats:
     """(n, sum x, sum x x^T) per label of the rows of ``X - shift``, in O(N D^2)."""
     N, D = X.shape
@@ -76,10 +84,7 @@ def grouped_gaussian_stats(X: np.ndarray, labels: np.ndarray, K: int, shift=None
         C = _STATS_CHUNKS if N * D * D >= PARALLEL_MIN_WORK else 1
         n, s1, s2 = np.zeros((C, K)), np.zeros((C, K, D)), np.zeros((C, K, D, D))
         _SMALL_D_STATS[C > 1](X, shift, labels, K, n, s1, s2)
-        s2 = s2.sum(axis=0)
-        il = np.tril_indices(D, -1)
-        s2[:, il[1], il[0]] = s2[:, il[0], il[1]]
-        return GaussianStats(n.sum(axis=0), s1.sum(axis=0), s2)
+        return GaussianStats(n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
     Xc = np.ascontiguousarray(X - shift)
     n = np.bincount(labels, minlength=K).astype(np.float64)[:K]
     s1 = np.zeros((K, D))
@@ -282,6 +287,27 @@ class NormalInverseWishart(Family):
     def loglik_uses_blas(self):
         return self.dim > _SMALL_D
 
+    def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng):
+        """See :meth:`Family.fused_subcluster_draw`: a compiled pass for D <= 8 (above, the
+        likelihoods are matrix products and the caller composes them)."""
+        N, D = X.shape
+        if D > _SMALL_D:
+            return None
+        K = len(log_weights)
+        seeds = chunk_seeds(rng, N)
+        C = len(seeds)
+        z, zs = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
+        n, s1, s2 = np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))
+        const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
+        sub_const = -0.5 * D * LOG_2PI - 0.5 * sub_params.logdet_sigma
+        _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](
+            np.asarray(X, dtype=np.float64), self.mu0, params.mu, np.ascontiguousarray(params.W), const,
+            log_weights, sub_params.mu, np.ascontiguousarray(sub_params.W), sub_const, sub_log_weights, seeds,
+            z, zs, n, s1, s2)
+        # chunk partial sums added in chunk order: the same floats whatever the thread count
+        stats = GaussianStats(n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
+        return z, zs, stats
+
     def divergence(self, params):
         sigma = params.sigma
         prec = params.W @ np.swapaxes(params.W, -1, -2)
@@ -481,6 +507,47 @@ def _blocked_quadform(Y, B, c, out):
             out[r, k] = c[k] - 0.5 * q
 
 
+def _fused_subcluster_draw(X, shift, mu, W, c, log_pi, smu, sW, sc, log_spi, seeds, z, zs, n, s1, s2):
+    """Chang & Fisher's label step in one pass (small D): each point's label among the K
+    clusters, then its sub-label between the two sub-clusters of that cluster only, then its
+    share of the 2K sub-cluster statistics (centred at ``shift``), per row chunk."""
+    N, D = X.shape
+    K = mu.shape[0]
+    for ch in prange(seeds.shape[0]):
+        np.random.seed(seeds[ch])
+        logw, side = np.empty(K), np.empty(2)
+        for r in range(ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)):
+            for k in range(K):
+                q = 0.0
+                for b in range(D):
+                    s = 0.0
+                    for a in range(D):
+                        s += (X[r, a] - mu[k, a]) * W[k, a, b]
+                    q += s * s
+                logw[k] = c[k] - 0.5 * q + log_pi[k]
+            k = sample_log_weights(logw, K, np.random.random())
+            for h in range(2):
+                j = 2 * k + h
+                q = 0.0
+                for b in range(D):
+                    s = 0.0
+                    for a in range(D):
+                        s += (X[r, a] - smu[j, a]) * sW[j, a, b]
+                    q += s * s
+                side[h] = sc[j] - 0.5 * q + log_spi[j]
+            d = side[0] - side[1]
+            p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
+            h = 1 if np.random.random() < p_right else 0
+            z[r], zs[r] = k, h
+            j = 2 * k + h
+            n[ch, j] += 1.0
+            for a in range(D):
+                xa = X[r, a] - shift[a]
+                s1[ch, j, a] += xa
+                for b in range(a + 1):
+                    s2[ch, j, a, b] += xa * (X[r, b] - shift[b])
+
+
 #: up to this dimension direct loops beat a matrix product for the quadratic forms
 _SMALL_D = 8
 #: working-set target of the GEMM-then-reduce likelihood (about half a typical L2 + L3 share)
@@ -488,6 +555,8 @@ _QUADFORM_CACHE_BYTES = 1 << 23
 _SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
 _SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
+_FUSED_SUBCLUSTER_DRAW = parallel_variants(_fused_subcluster_draw)
+
 
 
 def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
