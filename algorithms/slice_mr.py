@@ -34,7 +34,9 @@ import numpy as np
 from numba import prange
 
 from ._numerics import (
+    FUSED_CHUNK,
     PARALLEL_MIN_WORK,
+    chunk_seeds,
     log_dirichlet,
     parallel_variants,
     sample_log_weights,
@@ -74,8 +76,10 @@ def _concat_params(a, b):
 
 # ---- map functions (run where the shards are) ---------------------------------------------
 
-def _slice_draw(loglik, log_w, labels, star, log_u_star, u_slice, u_draw, out):
-    """Slices and labels of one block of rows.
+def _slice_draw(loglik, log_w, labels, star, log_u_star, seeds, out):
+    """Slices and labels of one block of rows, a whole number of chunks of ``FUSED_CHUNK``
+    rows; chunk ``c`` draws its uniforms from a stream seeded by ``seeds[c]`` (any number of
+    threads gives the same draw).
 
     Row ``star`` (or none, -1) gets the minimum slice ``u*``; every other row
     ``u ~ U(u*, w_z)``. Components are sorted by decreasing weight, so those with ``w_k > u``
@@ -84,16 +88,19 @@ def _slice_draw(loglik, log_w, labels, star, log_u_star, u_slice, u_draw, out):
     """
     N, K = loglik.shape
     u_star = math.exp(log_u_star)
-    for r in prange(N):
-        z = labels[r]
-        if r == star:
-            log_u = log_u_star
-        else:
-            log_u = math.log(u_star + u_slice[r] * (math.exp(log_w[z]) - u_star))
-        n = 0
-        while n < K and log_w[n] > log_u:
-            n += 1
-        out[r] = sample_log_weights(loglik[r], max(n, z + 1), u_draw[r])
+    for c in prange(seeds.shape[0]):
+        np.random.seed(seeds[c])
+        for r in range(c * FUSED_CHUNK, min(N, (c + 1) * FUSED_CHUNK)):
+            z = labels[r]
+            u_slice, u_draw = np.random.random(), np.random.random()
+            if r == star:
+                log_u = log_u_star
+            else:
+                log_u = math.log(u_star + u_slice * (math.exp(log_w[z]) - u_star))
+            n = 0
+            while n < K and log_w[n] > log_u:
+                n += 1
+            out[r] = sample_log_weights(loglik[r], max(n, z + 1), u_draw)
 
 
 _SLICE_DRAW = parallel_variants(_slice_draw)
@@ -113,17 +120,17 @@ def slice_map(shard, payload: SlicePayload):
     if shard.index == payload.m_star:
         members = np.flatnonzero(z == payload.k_star)
         star = int(members[rng.integers(members.size)])
-    u_slice = rng.random(N)
-    u_draw = rng.random(N)
+    seeds = chunk_seeds(rng, N)
     out = shard.labels  # the shard's own labels (z holds the relabelled old ones): overwritten block by block
-    block = min(max(2 ** 16 // max(K, 1), 256), 16384)  # rows: (rows x K) stays in a core's L2
+    # rows per block: (rows x K) stays in a core's L2, in whole chunks of seeded uniforms
+    block = FUSED_CHUNK * max(1, min(2 ** 16 // max(K, 1), 16384) // FUSED_CHUNK)
     parallel = not family.loglik_uses_blas()
     for a in range(0, N, block):
         b = min(a + block, N)
         loglik = family.loglik(shard.X[a:b], payload.params)
         _SLICE_DRAW[parallel and loglik.size >= PARALLEL_MIN_WORK](
             loglik, payload.log_w, z[a:b], star - a if a <= star < b else -1, payload.log_u_star,
-            u_slice[a:b], u_draw[a:b], out[a:b])
+            seeds[a // FUSED_CHUNK:-(-b // FUSED_CHUNK)], out[a:b])
     return family.stats(shard.X, out, K)
 
 
