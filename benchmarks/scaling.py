@@ -22,13 +22,16 @@ shows there), and for a Dask layout the share of an iteration spent outside the 
 (``serial_share``: one minus the slowest shard's compute time over the iteration's,
 median over iterations) with the median slowest-shard seconds (``compute_max_s``). Rows are
 appended to the record as they are measured (atomically), so a run cut short keeps what it had.
+A Dask row also keeps the medians the cost model is fitted on (``compute_s``, ``bytes``,
+``messages``, ``moved_bytes``; :func:`reports.costmodel.fit_measured`).
 
 The record (``docs/results.md``'s scaling table and ``docs/deploy.md``'s measured rows are
 generated from it, :mod:`reports.scaling_doc`)::
 
     {"machine": {"name", "cores", "cpu", "memory_gb"}, "commit", "versions", "date",
      "rows": [{"algorithm", "dataset", "backend", "workers", "threads", "seconds_per_iteration",
-               "n_clusters", "nmi", "iterations", "serial_share", "compute_max_s"}]}
+               "n_clusters", "nmi", "iterations", "serial_share", "compute_max_s", "compute_s", "bytes",
+               "messages", "moved_bytes"}]}
 """
 from __future__ import annotations
 
@@ -113,20 +116,26 @@ def measure(algorithm: str, ds, iterations: int, backend=None) -> dict:
     try:
         for _ in range(WARMUP):
             state = sampler.step(state)
-        seconds, outside, slowest = [], [], []
+        seconds, infos = [], []
         start = time.perf_counter()
         while len(seconds) < iterations and (not seconds or time.perf_counter() - start < ROW_SECONDS):
             t0 = time.perf_counter()
             state = sampler.step(state)
             seconds.append(time.perf_counter() - t0)
-            if "compute_max_s" in state.info:
-                slowest.append(state.info["compute_max_s"])
-                outside.append(max(0.0, 1.0 - state.info["compute_max_s"] / seconds[-1]))
+            infos.append(state.info)
         labels = state.labels
-        return {"seconds_per_iteration": float(np.median(seconds)), "iterations": len(seconds),
-                "n_clusters": int(n_clusters(labels)), "nmi": round(float(nmi(labels, ds.labels)), 4),
-                "serial_share": round(float(np.median(outside)), 4) if outside else None,
-                "compute_max_s": float(np.median(slowest)) if slowest else None}
+        row = {"seconds_per_iteration": float(np.median(seconds)), "iterations": len(seconds),
+               "n_clusters": int(n_clusters(labels)), "nmi": round(float(nmi(labels, ds.labels)), 4),
+               "serial_share": None}
+        if "compute_max_s" in infos[0]:
+            def median(key):
+                return float(np.median([info.get(key, 0.0) for info in infos]))
+
+            outside = [max(0.0, 1.0 - info["compute_max_s"] / t) for info, t in zip(infos, seconds)]
+            row.update(serial_share=round(float(np.median(outside)), 4), compute_max_s=median("compute_max_s"),
+                       compute_s=median("compute_s"), messages=median("messages"), moved_bytes=median("moved_bytes"),
+                       bytes=float(np.median([i["bytes_sent"] + i["bytes_received"] for i in infos])))
+        return row
     finally:
         if getattr(state, "shards", None) is not None:
             state.shards.close()
@@ -223,7 +232,7 @@ def main(argv=None) -> int:
     from dpmmbench.workflows.provenance import available_cores
 
     cores = args.cores or available_cores()
-    iterations = args.iterations or (QUICK["iterations"] if args.quick else ITERATIONS)
+    iterations = args.iterations if args.iterations is not None else QUICK["iterations"] if args.quick else ITERATIONS
     plan = QUICK["plan"] if args.quick else PLAN
     plan = {d: tuple(a for a in algos if not args.only or a in args.only) for d, algos in plan.items()
             if not args.datasets or d in args.datasets}
