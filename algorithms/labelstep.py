@@ -36,23 +36,6 @@ def sample_labels(family, X, params, log_weights, uniforms, out=None) -> np.ndar
     return out
 
 
-def sample_labels_within(family, X, params, log_weights, labels, groups, rng) -> tuple[np.ndarray, bool]:
-    """:func:`sample_labels_keeping_clusters` where the points of cluster k may only move
-    among the clusters of k's group (``groups``: (K,) group of each cluster)."""
-    out = np.array(labels, dtype=np.int64, copy=True)
-    fell_back = False
-    point_groups = groups[labels]
-    for g in range(int(groups.max()) + 1):
-        comps = np.flatnonzero(groups == g)
-        idx = np.flatnonzero(point_groups == g)
-        local_old = np.searchsorted(comps, labels[idx])
-        local, fb = sample_labels_keeping_clusters(family, X[idx], take_params(params, comps), log_weights[comps],
-                                                   local_old, rng)
-        out[idx] = comps[local]
-        fell_back |= fb
-    return out, fell_back
-
-
 @kernel
 def _sweep_keeping_clusters(loglik, log_weights, uniforms, labels, counts):
     """Sequential restricted Gibbs over the rows of one block: a point that is the last
@@ -157,45 +140,82 @@ def sample_sublabels(family, X, labels, sub_params, sub_log_weights, uniforms) -
     return out
 
 
-def draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng):
+def draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
     """Every label among the K components, then every sub-label between the two
     sub-components of its component, and the statistics of the 2K sub-components: the label
     step of Chang & Fisher's samplers given instantiated weights and parameters.
+    ``within = (labels, groups)``: a point chooses among the components of its old
+    component's group only (super-clusters).
 
     One compiled pass where the family has one (:meth:`Family.fused_subcluster_draw`: one
-    stream of uniforms per chunk of rows, so any number of threads gives the same draw); otherwise the likelihood, sampling and statistics one after the other.
-    Labels may leave a component empty (the caller checks, see
-    :func:`sample_labels_keeping_clusters`).
+    stream of uniforms per chunk of rows, so any number of threads gives the same draw);
+    otherwise the likelihood, sampling and statistics one after the other. Labels may leave
+    a component empty (the caller checks, see :func:`sample_labels_keeping_clusters`).
 
     Returns
     -------
     (labels, sublabels, sub-component statistics)
     """
-    fused = family.fused_subcluster_draw(X, params, log_weights, sub_params, sub_log_weights, rng)
+    fused = family.fused_subcluster_draw(X, params, log_weights, sub_params, sub_log_weights, rng, within)
     if fused is not None:
         return fused
     N = family.n_points(X)
-    z = sample_labels(family, X, params, log_weights, rng.random(N))
+    if within is None:
+        z = sample_labels(family, X, params, log_weights, rng.random(N))
+    else:
+        z = _sample_labels_within_groups(family, X, params, log_weights, *within, rng)
     zs = sample_sublabels(family, X, z, sub_params, sub_log_weights, rng.random(N))
     return z, zs, family.stats(X, 2 * z + zs, len(sub_log_weights))
 
 
-def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, labels, rng):
+def _sample_labels_within_groups(family, X, params, log_weights, labels, groups, rng):
+    """:func:`sample_labels` where each point chooses among its old component's group."""
+    out = np.empty(len(labels), dtype=np.int64)
+    point_groups = groups[labels]
+    for g in range(int(groups.max()) + 1):
+        comps, idx = np.flatnonzero(groups == g), np.flatnonzero(point_groups == g)
+        out[idx] = comps[sample_labels(family, X[idx], take_params(params, comps), log_weights[comps],
+                                       rng.random(idx.size))]
+    return out
+
+
+def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, labels, rng,
+                                         groups=None):
     """:func:`draw_with_sublabels` restricted to labellings that leave no component empty,
     as :func:`sample_labels_keeping_clusters` (the parallel draw, or where it emptied a
     component the sequential sweep from ``labels``, then fresh sub-labels).
+
+    With super-clusters (``groups``, the group of each component) a point moves only within
+    its group. Given the parameters the groups' labels are independent, so the draw of every
+    group at once followed, for each group where it emptied a component, by that group's
+    sequential sweep is the kernel of the draw without groups, group by group.
 
     Returns
     -------
     (labels, sublabels, sub-component statistics, fell_back)
     """
     K = len(log_weights)
-    z, zs, sub = draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng)
-    if family.sum_pairs(sub).n.min() > 0:
+    labels = np.asarray(labels, dtype=np.int64)
+    within = None if groups is None else (labels, groups)
+    z, zs, sub = draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng, within)
+    emptied = family.sum_pairs(sub).n == 0
+    if not emptied.any():
         return z, zs, sub, False
-    N = family.n_points(X)
-    z = np.array(labels, dtype=np.int64, copy=True)
-    sweep_keeping_clusters(family, X, params, log_weights, z, np.bincount(z, minlength=K).astype(np.int64),
-                           rng.random(N))
-    zs = sample_sublabels(family, X, z, sub_params, sub_log_weights, rng.random(N))
+    if groups is None:
+        N = len(labels)
+        z = labels.copy()
+        sweep_keeping_clusters(family, X, params, log_weights, z, np.bincount(z, minlength=K).astype(np.int64),
+                               rng.random(N))
+        zs = sample_sublabels(family, X, z, sub_params, sub_log_weights, rng.random(N))
+    else:
+        rows = np.flatnonzero(np.isin(groups[labels], np.unique(groups[emptied])))
+        counts = np.bincount(labels, minlength=K).astype(np.int64)
+        for g in np.unique(groups[emptied]):
+            comps = np.flatnonzero(groups == g)
+            idx = rows[groups[labels[rows]] == g]
+            local = np.searchsorted(comps, labels[idx])
+            sweep_keeping_clusters(family, X[idx], take_params(params, comps), log_weights[comps], local,
+                                   counts[comps].copy(), rng.random(idx.size))
+            z[idx] = comps[local]
+        zs[rows] = sample_sublabels(family, X[rows], z[rows], sub_params, sub_log_weights, rng.random(rows.size))
     return z, zs, family.stats(X, 2 * z + zs, 2 * K), True

@@ -66,7 +66,7 @@ from .backends import ShardedState
 from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
 from .constraints import Interval, OneOf, Option
-from .labelstep import draw_keeping_clusters_with_sublabels, sample_labels_within, sample_sublabels
+from .labelstep import draw_keeping_clusters_with_sublabels
 from .partitions import compact
 from .state import State
 
@@ -235,7 +235,6 @@ class SubClusters(Sampler):
         fam, rng = self.family, state.rng
         X, z = state.X, state.labels
         K = len(state.splittable)
-        N = len(z)
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the labels
@@ -245,13 +244,9 @@ class SubClusters(Sampler):
         groups = None
         if self.supercluster:
             groups = supercluster_groups(fam.divergence(theta), rng)
-            z, fell_back = sample_labels_within(fam, X, theta, log_pi, z, groups, rng)
             info["n_superclusters"] = int(groups.max()) + 1
-            zs = sample_sublabels(fam, X, z, stheta, log_spi, rng.random(N))
-            sub = fam.stats(X, 2 * z + zs, 2 * K)
-        else:
-            z, zs, sub, fell_back = draw_keeping_clusters_with_sublabels(fam, X, theta, log_pi, stheta, log_spi, z,
-                                                                         rng)
+        z, zs, sub, fell_back = draw_keeping_clusters_with_sublabels(fam, X, theta, log_pi, stheta, log_spi, z, rng,
+                                                                     groups)
         info["sequential_label_sweep"] = int(fell_back)
         c = Clusters(fam, X, z, zs, sub, state.history.copy(), state.splittable.copy(), groups,
                      principal=self.params["subcluster_init"] == "principal", params=theta,

@@ -16,8 +16,8 @@ from dpmmbench.algorithms.backends import SerialBackend
 DATASET = "synth-chang2013?n=9000"
 
 
-def chain(name, threads, steps=12, **options):
-    ds = datasets.load(DATASET)
+def chain(name, threads, steps=12, dataset=DATASET, **options):
+    ds = datasets.load(dataset)
     previous = numba.get_num_threads()
     numba.set_num_threads(threads)
     try:
@@ -34,8 +34,9 @@ def chain(name, threads, steps=12, **options):
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two numba threads (NUMBA_NUM_THREADS >= 2)")
 @pytest.mark.parametrize("name, options", [("subc", {}), ("subc", {"backend": SerialBackend(2)}), ("fsd", {}),
-                                           ("subc-supc", {}), ("slice-mr", {"backend": SerialBackend(2)})],
-                         ids=["subc", "subc-2-shards", "fsd", "subc-supc", "slice-mr-2-shards"])
+                                           ("subc-supc", {}), ("slice-mr", {"backend": SerialBackend(2)}),
+                                           ("subc", {"dataset": "synth-wang2017?scale=0.1"})],
+                         ids=["subc", "subc-2-shards", "fsd", "subc-supc", "slice-mr-2-shards", "subc-isotropic"])
 def test_one_thread_or_two_give_the_same_chain(name, options):
     one, two = chain(name, 1, **options), chain(name, 2, **options)
     assert any(info["n_clusters"] != 4 for _, info in one)  # the chain moved

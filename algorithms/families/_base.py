@@ -142,10 +142,12 @@ class Family(ABC):
         follows it runs single-threaded, see ``sample_rows``)."""
         return False
 
-    def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng):
+    def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
         """Labels, sub-labels and sub-cluster statistics in one pass over ``X``, or ``None``
         (``rng`` untouched) where the family has no fused kernel for ``X``: then the caller
         composes :meth:`loglik`, sampling and :meth:`stats` (``labelstep.draw_with_sublabels``).
+        ``within = (labels, groups)``: each point chooses among the components of its old
+        component's group only (super-clusters); ``None``: among all.
 
         Each chunk of ``_numerics.FUSED_CHUNK`` rows draws its uniforms from its own stream,
         seeded from ``rng`` (``_numerics.chunk_seeds``), so the result does not depend on the

@@ -83,7 +83,7 @@ def grouped_gaussian_stats(X: np.ndarray, labels: np.ndarray, K: int, shift=None
     if D <= 8:  # one pass, centring on the fly, partial sums per row chunk
         C = _STATS_CHUNKS if N * D * D >= PARALLEL_MIN_WORK else 1
         n, s1, s2 = np.zeros((C, K)), np.zeros((C, K, D)), np.zeros((C, K, D, D))
-        _SMALL_D_STATS[C > 1](X, shift, labels, K, n, s1, s2)
+        SMALL_D_STATS[C > 1](X, shift, labels, K, n, s1, s2)
         return GaussianStats(n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
     Xc = np.ascontiguousarray(X - shift)
     n = np.bincount(labels, minlength=K).astype(np.float64)[:K]
@@ -285,28 +285,16 @@ class NormalInverseWishart(Family):
         return gaussian_loglik(np.asarray(X, dtype=np.float64), params)
 
     def loglik_uses_blas(self):
-        return self.dim > _SMALL_D
+        return self.dim > SMALL_D
 
-    def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng):
+    def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
         """See :meth:`Family.fused_subcluster_draw`: a compiled pass for D <= 8 (above, the
         likelihoods are matrix products and the caller composes them)."""
-        N, D = X.shape
-        if D > _SMALL_D:
+        if self.dim > SMALL_D:
             return None
-        K = len(log_weights)
-        seeds = chunk_seeds(rng, N)
-        C = len(seeds)
-        z, zs = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
-        n, s1, s2 = np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))
-        const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
-        sub_const = -0.5 * D * LOG_2PI - 0.5 * sub_params.logdet_sigma
-        _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](
-            np.asarray(X, dtype=np.float64), self.mu0, params.mu, np.ascontiguousarray(params.W), const,
-            log_weights, sub_params.mu, np.ascontiguousarray(sub_params.W), sub_const, sub_log_weights, seeds,
-            z, zs, n, s1, s2)
-        # chunk partial sums added in chunk order: the same floats whatever the thread count
-        stats = GaussianStats(n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
-        return z, zs, stats
+        z, zs, (n, s1, s2) = fused_gaussian_subcluster_draw(X, self.mu0, params, log_weights, sub_params,
+                                                             sub_log_weights, rng, within)
+        return z, zs, GaussianStats(n, s1, s2)
 
     def divergence(self, params):
         sigma = params.sigma
@@ -507,17 +495,23 @@ def _blocked_quadform(Y, B, c, out):
             out[r, k] = c[k] - 0.5 * q
 
 
-def _fused_subcluster_draw(X, shift, mu, W, c, log_pi, smu, sW, sc, log_spi, seeds, z, zs, n, s1, s2):
-    """Chang & Fisher's label step in one pass (small D): each point's label among the K
-    clusters, then its sub-label between the two sub-clusters of that cluster only, then its
-    share of the 2K sub-cluster statistics (centred at ``shift``), per row chunk."""
+def _fused_subcluster_draw(X, shift, mu, W, c, log_pi, smu, sW, sc, log_spi, old, groups, seeds, z, zs, n, s1,
+                           s2):
+    """Chang & Fisher's label step in one pass (small D): each point's label among the clusters
+    of its old cluster's group (``groups[old[r]]``), then its sub-label between the two
+    sub-clusters of that cluster only, then its share of the 2K sub-cluster statistics
+    (centred at ``shift``), per row chunk."""
     N, D = X.shape
     K = mu.shape[0]
     for ch in prange(seeds.shape[0]):
         np.random.seed(seeds[ch])
         logw, side = np.empty(K), np.empty(2)
         for r in range(ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)):
+            g = groups[old[r]]
             for k in range(K):
+                if groups[k] != g:
+                    logw[k] = -np.inf
+                    continue
                 q = 0.0
                 for b in range(D):
                     s = 0.0
@@ -548,12 +542,35 @@ def _fused_subcluster_draw(X, shift, mu, W, c, log_pi, smu, sW, sc, log_spi, see
                     s2[ch, j, a, b] += xa * (X[r, b] - shift[b])
 
 
+def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights, sub_params: GaussianParams,
+                                   sub_log_weights, rng, within=None):
+    """Chang & Fisher's label step for Gaussian components in one compiled pass (D <= 8, see
+    :meth:`Family.fused_subcluster_draw`): labels, sub-labels and ``(n, sum x, sum x x^T)`` of
+    the 2K sub-components, centred at ``shift``."""
+    X = np.asarray(X, dtype=np.float64)
+    N, D = X.shape
+    K = len(log_weights)
+    seeds = chunk_seeds(rng, N)
+    C = len(seeds)
+    old, groups = within if within is not None else (np.zeros(N, dtype=np.int64), np.zeros(K, dtype=np.int64))
+    z, zs = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
+    n, s1, s2 = np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))
+    const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
+    sub_const = -0.5 * D * LOG_2PI - 0.5 * sub_params.logdet_sigma
+    _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](
+        X, shift, params.mu, np.ascontiguousarray(params.W), const, log_weights, sub_params.mu,
+        np.ascontiguousarray(sub_params.W), sub_const, sub_log_weights, np.ascontiguousarray(old, dtype=np.int64),
+        np.ascontiguousarray(groups, dtype=np.int64), seeds, z, zs, n, s1, s2)
+    # chunk partial sums added in chunk order: the same floats whatever the thread count
+    return z, zs, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
+
+
 #: up to this dimension direct loops beat a matrix product for the quadratic forms
-_SMALL_D = 8
+SMALL_D = 8
 #: working-set target of the GEMM-then-reduce likelihood (about half a typical L2 + L3 share)
 _QUADFORM_CACHE_BYTES = 1 << 23
-_SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
-_SMALL_D_STATS = parallel_variants(_small_d_stats)
+SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
+SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
 _FUSED_SUBCLUSTER_DRAW = parallel_variants(_fused_subcluster_draw)
 
@@ -570,8 +587,8 @@ def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
     c = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
     if out is None:
         out = np.empty((N, K))
-    if D <= _SMALL_D:
-        _SMALL_D_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, params.mu, np.ascontiguousarray(params.W), c, out)
+    if D <= SMALL_D:
+        SMALL_D_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, params.mu, np.ascontiguousarray(params.W), c, out)
     else:
         Wcat = np.ascontiguousarray(np.transpose(params.W, (1, 0, 2)).reshape(D, K * D))
         B = np.einsum("ka,kab->kb", params.mu, params.W)

@@ -14,6 +14,7 @@ from .._numba_cache import kernel
 from .._numerics import LOG_2PI
 from ..constraints import Interval
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
+from .niw import SMALL_D, GaussianParams, fused_gaussian_subcluster_draw, gaussian_loglik
 
 #: sigma and sigma0: the variances and their squares (the marginal divides by var ** 2) stay
 #: finite doubles (at sigma = 1e150, var ** 2 overflowed: found by a property test)
@@ -105,8 +106,18 @@ class NormalKnownCovariance(Family):
         mu = self.mu0 + m + rng.standard_normal(m.shape) / np.sqrt(kappa)[:, None]
         return IsotropicParams(mu)
 
+    def _as_gaussian(self, params) -> GaussianParams:
+        """The components as full-covariance Gaussians (precision factor I / sigma): in few
+        dimensions they share the compiled, multi-threaded kernels of the NIW family."""
+        K, D = params.mu.shape
+        W = np.zeros((K, D, D))
+        W[:, np.arange(D), np.arange(D)] = 1.0 / self.sigma
+        return GaussianParams(params.mu, W, np.full(K, D * math.log(self.var)))
+
     def loglik(self, X, params):
         X = np.asarray(X, dtype=np.float64)
+        if self.dim <= SMALL_D:
+            return gaussian_loglik(X, self._as_gaussian(params))
         mu = params.mu
         # -||x - mu||^2 / 2 var = x.mu / var - ||x||^2 / 2 var - ||mu||^2 / 2 var: one matrix
         # product, then in place (one (rows x K) array instead of six; slice-mr's map is
@@ -119,7 +130,16 @@ class NormalKnownCovariance(Family):
         return out
 
     def loglik_uses_blas(self):
-        return True
+        return self.dim > SMALL_D
+
+    def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
+        """See :meth:`Family.fused_subcluster_draw`: the NIW family's compiled pass (D <= 8)."""
+        if self.dim > SMALL_D:
+            return None
+        z, zs, (n, s1, s2) = fused_gaussian_subcluster_draw(X, self.mu0, self._as_gaussian(params), log_weights,
+                                                             self._as_gaussian(sub_params), sub_log_weights, rng,
+                                                             within)
+        return z, zs, IsotropicStats(n, s1, np.trace(s2, axis1=1, axis2=2).copy())
 
     def divergence(self, params):
         mu = params.mu
