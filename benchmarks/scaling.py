@@ -22,6 +22,8 @@ shows there), and for a Dask layout the share of an iteration spent outside the 
 (``serial_share``: one minus the slowest shard's compute time over the iteration's,
 median over iterations) with the median slowest-shard seconds (``compute_max_s``). Rows are
 appended to the record as they are measured (atomically), so a run cut short keeps what it had.
+Before the rows, the machine's own ceiling at each core count is measured in the same run
+(:func:`workflows.probe.thread_ceiling`: pure arithmetic on that many threads against one).
 A Dask row also keeps the medians the cost model is fitted on (``compute_s``, ``bytes``,
 ``messages``, ``moved_bytes``; :func:`reports.costmodel.fit_measured`).
 
@@ -29,6 +31,7 @@ The record (``docs/results.md``'s scaling table and ``docs/deploy.md``'s measure
 generated from it, :mod:`reports.scaling_doc`)::
 
     {"machine": {"name", "cores", "cpu", "memory_gb"}, "commit", "versions", "date",
+     "ceiling": [{"threads", "alone_s", "together_s", "scaling"}],
      "rows": [{"algorithm", "dataset", "backend", "workers", "threads", "seconds_per_iteration",
                "n_clusters", "nmi", "iterations", "serial_share", "compute_max_s", "compute_s", "bytes",
                "messages", "moved_bytes"}]}
@@ -180,7 +183,8 @@ def run(out: Path, cores: int, plan=PLAN, iterations=ITERATIONS, name=None, comm
         raise ValueError(f"this process can use at most {numba.config.NUMBA_NUM_THREADS} numba threads "
                          "(NUMBA_NUM_THREADS)")
     env = environment()
-    record = {"machine": machine(name), "commit": commit or env["git_commit"], "versions": env["versions"],
+    measured = commit or (env["git_commit"] and env["git_commit"] + ("+dirty" if env["git_dirty"] else ""))
+    record = {"machine": machine(name), "commit": measured, "versions": env["versions"],
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": []}
     if append and out.is_file():
         record["rows"] = json.loads(out.read_text())["rows"]
@@ -197,6 +201,13 @@ def run(out: Path, cores: int, plan=PLAN, iterations=ITERATIONS, name=None, comm
     def runs_on(backend):
         return [(d, a) for d, algos in plan.items() for a in algos if backend in BACKENDS[a]]
 
+    from dpmmbench.workflows.probe import thread_ceiling
+
+    # the machine's own ceiling at each core count, in this run: pure arithmetic on that many
+    # threads against one (a shared or hyper-threaded machine gives far less than the count)
+    for cores_ in sorted({w * t for ls in layouts_.values() for w, t in ls}):
+        record.setdefault("ceiling", []).append(thread_ceiling(cores_))
+        log(f"machine ceiling at {cores_:2d} threads: {record['ceiling'][-1]['scaling']:.2f}x", flush=True)
     for _, threads in layouts_["in-process"]:
         with _threads(threads):
             for d, a in runs_on("in-process"):

@@ -93,3 +93,44 @@ def parallel_ceiling(client, reps: int = 15, blocks: int = 3, n: int = PROBE_ITE
     return dict(workers=len(workers), alone_s=alone_s, together_s=together_s,
                 alone_runs=len(alone), together_runs=len(together),
                 scaling=len(workers) * alone_s / together_s)
+
+
+@numba.njit(parallel=True)
+def _arithmetic_copies(n, copies):
+    out = np.empty(copies)
+    for c in numba.prange(copies):
+        x, s = 0.5, 0.0
+        for i in range(n):
+            x = math.exp(-x) * 0.999 + 1e-9 * i
+            s += x
+        out[c] = s
+    return out
+
+
+def thread_ceiling(threads: int, reps: int = 5, n: int = PROBE_ITERATIONS) -> dict:
+    """Throughput of ``threads`` numba threads of this process computing at once, relative
+    to one alone: the probe loop once per thread in one parallel region (the way the label
+    kernels use the cores), against one copy on one thread, best of ``reps`` each.
+
+    Returns
+    -------
+    dict
+        ``threads``, ``alone_s``, ``together_s`` and ``scaling`` = ``threads * alone_s /
+        together_s`` (the speed-up ``threads`` threads can have over one here).
+    """
+    previous = numba.get_num_threads()
+    try:
+        timings = {}
+        for t in (1, threads):
+            numba.set_num_threads(t)
+            _arithmetic_copies(1000, t)  # compile, start the threads
+            best = math.inf
+            for _ in range(reps):
+                start = time.perf_counter()
+                _arithmetic_copies(n, t)
+                best = min(best, time.perf_counter() - start)
+            timings[t] = best
+    finally:
+        numba.set_num_threads(previous)
+    return dict(threads=threads, alone_s=timings[1], together_s=timings[threads],
+                scaling=threads * timings[1] / timings[threads])
