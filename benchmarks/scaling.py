@@ -23,7 +23,8 @@ shows there), and for a Dask layout the share of an iteration spent outside the 
 median over iterations) with the median slowest-shard seconds (``compute_max_s``). Rows are
 appended to the record as they are measured (atomically), so a run cut short keeps what it had.
 Before the rows, the machine's own ceiling at each core count is measured in the same run
-(:func:`workflows.probe.thread_ceiling`: pure arithmetic on that many threads against one).
+(:func:`workflows.probe.thread_ceiling`: pure arithmetic on that many threads against one, a
+latency-bound chain and throughput-bound multiply-adds).
 A Dask row also keeps the medians the cost model is fitted on (``compute_s``, ``bytes``,
 ``messages``, ``moved_bytes``; :func:`reports.costmodel.fit_measured`).
 
@@ -31,7 +32,7 @@ The record (``docs/results.md``'s scaling table and ``docs/deploy.md``'s measure
 generated from it, :mod:`reports.scaling_doc`)::
 
     {"machine": {"name", "cores", "cpu", "memory_gb"}, "commit", "versions", "date",
-     "ceiling": [{"threads", "alone_s", "together_s", "scaling"}],
+     "ceiling": [{"threads", "scaling", "scaling_throughput"}],
      "rows": [{"algorithm", "dataset", "backend", "workers", "threads", "seconds_per_iteration",
                "n_clusters", "nmi", "iterations", "serial_share", "compute_max_s", "compute_s", "bytes",
                "messages", "moved_bytes"}]}
@@ -176,10 +177,10 @@ def run(out: Path, cores: int, plan=PLAN, iterations=ITERATIONS, name=None, comm
     from dpmmbench.workflows.provenance import environment
 
     layouts_ = layouts_ or {b: layouts(cores, b) for b in ("in-process", "dask")}
-    widest = max(w * t for ls in layouts_.values() for w, t in ls)
+    widest = max((w * t for ls in layouts_.values() for w, t in ls), default=1)
     if widest > cores:
         raise ValueError(f"a layout of {widest} cores on {cores} (--cores)")
-    if max(t for _, t in layouts_["in-process"]) > numba.config.NUMBA_NUM_THREADS:
+    if max((t for _, t in layouts_["in-process"]), default=1) > numba.config.NUMBA_NUM_THREADS:
         raise ValueError(f"this process can use at most {numba.config.NUMBA_NUM_THREADS} numba threads "
                          "(NUMBA_NUM_THREADS)")
     env = environment()
@@ -207,7 +208,9 @@ def run(out: Path, cores: int, plan=PLAN, iterations=ITERATIONS, name=None, comm
     # threads against one (a shared or hyper-threaded machine gives far less than the count)
     for cores_ in sorted({w * t for ls in layouts_.values() for w, t in ls}):
         record.setdefault("ceiling", []).append(thread_ceiling(cores_))
-        log(f"machine ceiling at {cores_:2d} threads: {record['ceiling'][-1]['scaling']:.2f}x", flush=True)
+        c = record["ceiling"][-1]
+        log(f"machine ceiling at {cores_:2d} threads: {c['scaling']:.2f}x (dependent chain), "
+            f"{c['scaling_throughput']:.2f}x (independent multiply-adds)", flush=True)
     for _, threads in layouts_["in-process"]:
         with _threads(threads):
             for d, a in runs_on("in-process"):
@@ -236,6 +239,7 @@ def main(argv=None) -> int:
     parser.add_argument("--iterations", type=int, help=f"timed steps per row (default {ITERATIONS})")
     parser.add_argument("--threads", help="in-process thread counts, e.g. 1,8,16 (default: powers of two)")
     parser.add_argument("--layouts", help="Dask layouts WORKERSxTHREADS, e.g. 1x1,8x1,2x8 (default: see above)")
+    parser.add_argument("--backend", choices=("in-process", "dask"), help="just this backend's layouts")
     parser.add_argument("--append", action="store_true", help="keep the rows already in --out")
     parser.add_argument("--commit", help="the commit measured, where git cannot tell (a copied tree)")
     parser.add_argument("--quick", action="store_true", help="a small data set and two timed steps (a check)")
@@ -257,6 +261,8 @@ def main(argv=None) -> int:
             chosen["in-process"] = parse_layouts(",".join(f"1x{t}" for t in args.threads.split(",")))
         if args.layouts:
             chosen["dask"] = parse_layouts(args.layouts)
+        if args.backend:
+            chosen = {b: (ls if b == args.backend else []) for b, ls in chosen.items()}
         run(out, cores, plan, iterations, name, args.commit, chosen, args.append)
     except ValueError as exc:
         print(f"benchmarks.scaling: {exc}", file=sys.stderr)

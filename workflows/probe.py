@@ -97,6 +97,8 @@ def parallel_ceiling(client, reps: int = 15, blocks: int = 3, n: int = PROBE_ITE
 
 @numba.njit(parallel=True)
 def _arithmetic_copies(n, copies):
+    # the probe's dependent chain once per thread: bound by latency, which a sibling hardware
+    # thread of the same core hides
     out = np.empty(copies)
     for c in numba.prange(copies):
         x, s = 0.5, 0.0
@@ -107,30 +109,52 @@ def _arithmetic_copies(n, copies):
     return out
 
 
+@numba.njit(parallel=True)
+def _throughput_copies(n, copies):
+    # independent multiply-adds over an array in the core's L1, once per thread: bound by the
+    # core's arithmetic units, which sibling hardware threads share (as the label kernels are)
+    out = np.empty(copies)
+    for c in numba.prange(copies):
+        a = np.arange(512) * 1e-3
+        for _ in range(n):
+            for j in range(512):
+                a[j] = a[j] * 0.999 + 1e-3
+        out[c] = a.sum()
+    return out
+
+
 def thread_ceiling(threads: int, reps: int = 5, n: int = PROBE_ITERATIONS) -> dict:
     """Throughput of ``threads`` numba threads of this process computing at once, relative
-    to one alone: the probe loop once per thread in one parallel region (the way the label
-    kernels use the cores), against one copy on one thread, best of ``reps`` each.
+    to one alone, for two kinds of work: the probe loop (a dependent chain, bound by latency)
+    and independent multiply-adds in L1 (bound by the arithmetic units), once per thread in
+    one parallel region (the way the label kernels use the cores), best of ``reps`` each.
+
+    On a machine whose cores are hardware threads of fewer physical cores the two differ:
+    the chain scales with the thread count, the multiply-adds with the physical cores.
 
     Returns
     -------
     dict
-        ``threads``, ``alone_s``, ``together_s`` and ``scaling`` = ``threads * alone_s /
-        together_s`` (the speed-up ``threads`` threads can have over one here).
+        ``threads``; ``scaling`` (the chain) and ``scaling_throughput`` (the multiply-adds):
+        ``threads * alone_s / together_s`` of each, the speed-up ``threads`` threads can have
+        over one here.
     """
     previous = numba.get_num_threads()
+    out = {"threads": threads}
     try:
-        timings = {}
-        for t in (1, threads):
-            numba.set_num_threads(t)
-            _arithmetic_copies(1000, t)  # compile, start the threads
-            best = math.inf
-            for _ in range(reps):
-                start = time.perf_counter()
-                _arithmetic_copies(n, t)
-                best = min(best, time.perf_counter() - start)
-            timings[t] = best
+        for key, probe, length in (("scaling", _arithmetic_copies, n), ("scaling_throughput", _throughput_copies,
+                                                                         n // 8)):
+            timings = {}
+            for t in (1, threads):
+                numba.set_num_threads(t)
+                probe(10, t)  # compile, start the threads
+                best = math.inf
+                for _ in range(reps):
+                    start = time.perf_counter()
+                    probe(length, t)
+                    best = min(best, time.perf_counter() - start)
+                timings[t] = best
+            out[key] = threads * timings[1] / timings[threads]
     finally:
         numba.set_num_threads(previous)
-    return dict(threads=threads, alone_s=timings[1], together_s=timings[threads],
-                scaling=threads * timings[1] / timings[threads])
+    return out
