@@ -111,7 +111,10 @@ def results_block(records: list[dict]) -> str:
              "speed-up over the same algorithm on one core (in-process on one thread where it has that "
              "path). Each core count shows its fastest layout: `T threads` in one process, or `WxT Dask` "
              "(W worker processes of T threads). *machine*: the machine's own ceiling at that core count, "
-             "measured in the same run (pure arithmetic on that many threads against one). *Outside shards*: the median share of an iteration "
+             "measured in the same run, that many threads against one on pure arithmetic: a dependent chain "
+             "(bound by latency, which hardware threads sharing a core hide) / independent multiply-adds "
+             "(bound by the arithmetic units, which they share). The label kernels mix both, so their "
+             "ceiling lies between the two. *Outside shards*: the median share of an iteration "
              "that is not the slowest shard's compute (the master's work and the round trips), at two "
              "single-threaded workers and in the widest Dask layout. K and NMI after the last step of "
              "the widest layout."]
@@ -119,10 +122,12 @@ def results_block(records: list[dict]) -> str:
         table = speedups(record)
         counts = sorted({c for c in table.columns if isinstance(c, (int,)) or str(c).isdigit()}, key=int)
         counts = [c for c in counts if int(c) > 1]
-        ceiling = {int(c["threads"]): float(c["scaling"]) for c in record.get("ceiling", [])}
+        ceiling = {int(c["threads"]): f"{c['scaling']:.1f}x" + (f" / {c['scaling_throughput']:.1f}x"
+                                                                 if "scaling_throughput" in c else "")
+                   for c in record.get("ceiling", [])}
         lines += ["", _header(record), "",
                   "| data set | algorithm | 1 core s/it | "
-                  + " | ".join(f"{c} cores" + (f" (machine {ceiling[int(c)]:.1f}x)" if int(c) in ceiling else "")
+                  + " | ".join(f"{c} cores" + (f" (machine {ceiling[int(c)]})" if int(c) in ceiling else "")
                                for c in counts)
                   + " | outside shards (2 workers; widest) | K, NMI |",
                   "|---|---|---:|" + "---:|" * len(counts) + "---|---|"]
