@@ -54,19 +54,25 @@ class GaussianParams(NamedTuple):
 _STATS_CHUNKS = 16
 
 
+@kernel(inline="always")
+def _add_point(X, r, shift, c, k, n, s1, s2):
+    """Row ``r`` of ``X``, centred at ``shift``, into the partial statistics ``[c, k]``
+    (lower triangle of the scatter)."""
+    n[c, k] += 1.0
+    for a in range(X.shape[1]):
+        xa = X[r, a] - shift[a]
+        s1[c, k, a] += xa
+        for b in range(a + 1):
+            s2[c, k, a, b] += xa * (X[r, b] - shift[b])
+
+
 def _small_d_stats(X, shift, labels, K, n, s1, s2):
-    N, D = X.shape
+    N = X.shape[0]
     C = n.shape[0]
     step = (N + C - 1) // C
     for c in prange(C):
         for r in range(c * step, min(N, (c + 1) * step)):
-            k = labels[r]
-            n[c, k] += 1.0
-            for a in range(D):
-                xa = X[r, a] - shift[a]
-                s1[c, k, a] += xa
-                for b in range(a + 1):
-                    s2[c, k, a, b] += xa * (X[r, b] - shift[b])
+            _add_point(X, r, shift, c, labels[r], n, s1, s2)
 
 
 def _symmetrise_lower(s2):
@@ -467,18 +473,25 @@ NormalInverseWishart.kernels = CollapsedKernels(niw_add, niw_remove, niw_logpred
 
 # ---- likelihood given parameters: the data-parallel hot loop ----------------------------
 
+@kernel(inline="always")
+def _half_quadform(X, r, mu, W, k):
+    """0.5 ||W_k^T (x_r - mu_k)||^2: half the squared Mahalanobis distance (precision W W^T)."""
+    D = X.shape[1]
+    q = 0.0
+    for b in range(D):
+        s = 0.0
+        for a in range(D):
+            s += (X[r, a] - mu[k, a]) * W[k, a, b]
+        q += s * s
+    return 0.5 * q
+
+
 def _small_d_loglik(X, mu, W, c, out):
-    N, D = X.shape
+    N = X.shape[0]
     K = mu.shape[0]
     for r in prange(N):
         for k in range(K):
-            q = 0.0
-            for b in range(D):
-                s = 0.0
-                for a in range(D):
-                    s += (X[r, a] - mu[k, a]) * W[k, a, b]
-                q += s * s
-            out[r, k] = c[k] - 0.5 * q
+            out[r, k] = c[k] - _half_quadform(X, r, mu, W, k)
 
 
 def _blocked_quadform(Y, B, c, out):
@@ -512,34 +525,16 @@ def _fused_subcluster_draw(X, shift, mu, W, c, log_pi, smu, sW, sc, log_spi, old
                 if groups[k] != g:
                     logw[k] = -np.inf
                     continue
-                q = 0.0
-                for b in range(D):
-                    s = 0.0
-                    for a in range(D):
-                        s += (X[r, a] - mu[k, a]) * W[k, a, b]
-                    q += s * s
-                logw[k] = c[k] - 0.5 * q + log_pi[k]
+                logw[k] = c[k] - _half_quadform(X, r, mu, W, k) + log_pi[k]
             k = sample_log_weights(logw, K, np.random.random())
             for h in range(2):
                 j = 2 * k + h
-                q = 0.0
-                for b in range(D):
-                    s = 0.0
-                    for a in range(D):
-                        s += (X[r, a] - smu[j, a]) * sW[j, a, b]
-                    q += s * s
-                side[h] = sc[j] - 0.5 * q + log_spi[j]
+                side[h] = sc[j] - _half_quadform(X, r, smu, sW, j) + log_spi[j]
             d = side[0] - side[1]
             p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
             h = 1 if np.random.random() < p_right else 0
             z[r], zs[r] = k, h
-            j = 2 * k + h
-            n[ch, j] += 1.0
-            for a in range(D):
-                xa = X[r, a] - shift[a]
-                s1[ch, j, a] += xa
-                for b in range(a + 1):
-                    s2[ch, j, a, b] += xa * (X[r, b] - shift[b])
+            _add_point(X, r, shift, ch, 2 * k + h, n, s1, s2)
 
 
 def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights, sub_params: GaussianParams,
