@@ -514,7 +514,7 @@ def _fused_subcluster_draw(X, shift, mu, W, c, log_pi, smu, sW, sc, log_spi, old
     of its old cluster's group (``groups[old[r]]``), then its sub-label between the two
     sub-clusters of that cluster only, then its share of the 2K sub-cluster statistics
     (centred at ``shift``), per row chunk."""
-    N, D = X.shape
+    N = X.shape[0]
     K = mu.shape[0]
     for ch in prange(seeds.shape[0]):
         np.random.seed(seeds[ch])
