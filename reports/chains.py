@@ -335,7 +335,13 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         :data:`RHAT_THRESHOLD` or the sampler is stuck, True when both are known and below,
         missing otherwise); ``rhat_note`` (:func:`diagnostics_note`: why R-hat and ESS are
         n/a, for a method that is no sampler, whose ``rhat_*``, ``ess_*``, ``ess_per_s`` and
-        ``converged`` are then missing; or that a sampler is stuck; ``""`` otherwise).
+        ``converged`` are then missing; or that a sampler is stuck; ``""`` otherwise); the
+        chains' diagnosis (:func:`reports.diagnosis.diagnose`): ``outcome`` (a key of
+        :data:`reports.diagnosis.OUTCOMES`), ``diagnosis`` (it in words, with its numbers),
+        ``settled_chains``, ``iterations_median``, ``rhat_settled`` (R̂ across the settled
+        chains), ``plateau_spread`` (nats), ``modes_vi`` (VI between the settled chains' final
+        partitions, NaN where the runs' metadata lack ``final_partition``), ``slope`` (nats per
+        second, of the chains that did not settle) and ``settle_s`` (median time to settle).
         Groups in order of first appearance in ``runs``.
     """
     by = list(by)
@@ -377,11 +383,30 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         row["reached"] = int(np.isfinite(hits).sum()) if hits else 0
         row["converged"] = False if note == STUCK else _converged(row["rhat_log_joint"], row["rhat_n_clusters"])
         row["rhat_note"] = note
+        row.update(_diagnosis(chains, kinds[0] if kinds else "", members, traces))
         rows.append(row)
     table = pd.DataFrame(rows)
     if len(table):
         table["converged"] = table["converged"].astype("boolean")  # missing where R-hat is unknown
     return table
+
+
+def _diagnosis(chains, kind: str, members: pd.DataFrame, traces: dict) -> dict:
+    """The columns of :func:`reports.diagnosis.diagnose` for one group's chains: the
+    ``outcome`` key and its words (``diagnosis``), ``settled_chains``, ``iterations_median``,
+    ``rhat_settled``, ``plateau_spread``, ``modes_vi``, ``slope``, ``settle_s``."""
+    from .diagnosis import diagnose
+    from .traces import decode_partition
+
+    steps = [c.loc[c["iteration"] > 0] for c in chains]
+    metas = [m if isinstance(m, dict) else {} for m in (members["meta"] if "meta" in members else ())]
+    partitions = ([decode_partition(m.get("final_partition")) for m, run in zip(metas, members["run"])
+                   if run in traces] if metas else None)
+    found = diagnose([(c["log_joint"].to_numpy(float), c["time_s"].to_numpy(float)) for c in steps],
+                     kind or "sampler", partitions)
+    return {"outcome": found.outcome, "diagnosis": found.describe(), "settled_chains": found.settled,
+            "iterations_median": found.iterations, "rhat_settled": found.rhat, "plateau_spread": found.spread,
+            "modes_vi": found.vi, "slope": found.slope, "settle_s": found.settle_s}
 
 
 def _ess_per_second(chains, ess: float) -> float:

@@ -440,11 +440,15 @@ def test_each_algorithm_shows_the_per_step_columns_it_declares(scaling_traces, s
 
 
 # ---- the first screen ----------------------------------------------------------------------
+#: steps of the first screen's chains on DATA: enough for gibbs and subc to settle there
+SCREEN_ITERATIONS = 150
 #: the equal budget of the first screen's traces, and a variant's own budget
-EQUAL = {"time_budget": 30.0, "iterations_requested": ITERATIONS}
+EQUAL = {"time_budget": 30.0, "iterations_requested": SCREEN_ITERATIONS}
 OWN = {"time_budget": 60.0, "iterations_requested": 12}
-#: a data set on which gibbs is still climbing after ITERATIONS sweeps: it cannot have converged
-CLIMBING = "synth-chang2013?n=600&seed=5"
+#: a data set on which gibbs is still climbing after CLIMBING_BUDGET's sweeps (chain seed 1
+#: climbs 290 nats over its last half): it cannot be ranked
+CLIMBING = "synth-chang2013?n=20000&seed=5"
+CLIMBING_BUDGET = {"time_budget": 30.0, "iterations_requested": 30}
 
 
 @pytest.fixture(scope="module")
@@ -469,7 +473,7 @@ def screen_traces(tmp_path_factory):
             chain(DATA, name, seed, EQUAL)
         chain(DATA, "subc", seed, OWN, variant="subc-12it")
         chain(DATA, "gibbs", seed, EQUAL, variant=LEARNED, alpha_prior=(1.0, 1.0))
-        chain(CLIMBING, "gibbs", seed, EQUAL)
+        chain(CLIMBING, "gibbs", seed, CLIMBING_BUDGET)
     return paths
 
 
@@ -484,10 +488,24 @@ def screen(screen_traces):
     return answer.first_screen(runs, stats, label_order(runs)), runs, stats
 
 
-def test_first_screen_best_is_the_true_maximum_at_the_equal_budget(screen, screen_traces):
+def _chain_states(screen_traces, dataset, name):
+    """Each chain's own diagnosis of ``name`` on ``dataset``, straight from its trace file."""
+    from dpmmbench.reports.diagnosis import chain_state
+
+    found = []
+    for path in screen_traces:
+        trace, meta = read_trace(path)
+        if (trace["dataset"].iloc[0], trace["algorithm"].iloc[0]) == (dataset, name):
+            steps = trace[trace["iteration"] > 0]
+            found.append(chain_state(steps["log_joint"].to_numpy(), steps["time_s"].to_numpy()))
+    return found
+
+
+def test_first_screen_best_is_the_best_settled_method_at_the_equal_budget(screen, screen_traces):
     """The best log joint is the highest median over chains of the final log joint among the
-    methods at the equal budget, its margin the gap to the second; the variant with its own
-    budget and the runs that learn alpha are left out, and say why."""
+    settled methods at the equal budget, its margin the gap to the next settled one; the
+    `settled` list holds exactly the methods whose chains settled, best first; the variant with
+    its own budget and the runs that learn alpha are left out, and say why."""
     from dpmmbench.reports.answer import Budget
 
     found, _, _ = screen
@@ -498,80 +516,64 @@ def test_first_screen_best_is_the_true_maximum_at_the_equal_budget(screen, scree
         finals.setdefault(key, []).append(trace.sort_values("iteration")["log_joint"].iloc[-1])
     here = {name: np.median(v) for (dataset, name), v in finals.items() if dataset == DATA}
     a = found.datasets[0]
-    assert a.dataset == DATA and a.budget == Budget(30.0, ITERATIONS) and a.chains == (len(SEEDS), len(SEEDS))
+    assert a.dataset == DATA and a.budget == Budget(30.0, SCREEN_ITERATIONS) and a.chains == (len(SEEDS), len(SEEDS))
     assert a.points == 200 and a.dims == 2
-    ranked = sorted(ALGORITHMS, key=lambda name: -here[name])
+    settled = [name for name in ("gibbs", "subc")
+               if all(c.state == "settled" for c in _chain_states(screen_traces, DATA, name))]
+    assert settled == ["gibbs", "subc"]  # 150 sweeps on 200 points: both settle (what the ranking needs)
+    ranked = sorted(settled, key=lambda name: -here[name])
+    assert a.settled == tuple(ranked)  # search, an optimiser, is n/a: never ranked
     best = a.best["final_log_joint"]
     assert (best.label, best.runner_up) == (ranked[0], ranked[1])
     assert best.value == pytest.approx(here[ranked[0]])
     assert best.margin == pytest.approx(here[ranked[0]] - here[ranked[1]])
+    assert {m.label: m.outcome for m in a.methods}["search"] == "n/a"
     assert set(a.stats["label"]) == set(ALGORITHMS)
     assert dict(a.left_out) == {"subc-12it": "60 s or 12 iterations", LEARNED: "learns α"}
     assert "heldout_lpd" not in a.best  # nothing held out: no best to name
 
 
-def test_first_screen_says_when_the_best_method_has_not_converged(screen):
-    """Where the best method's chains disagree (R-hat above the threshold), its row says it
-    has not converged, in the data and on the page."""
+def test_first_screen_ranks_no_method_that_is_still_climbing(screen, screen_traces):
+    """Where the only method's chains are still climbing (one of its two chains trends up over
+    its last half), nothing is ranked: the row says no method settled, in the data and on the
+    page, and the method's diagnosis says it is still climbing."""
     from dpmmbench.reports import _sections
 
     found, runs, stats = screen
+    states = _chain_states(screen_traces, CLIMBING, "gibbs")
+    assert [c.state for c in states].count("climbing") >= 1 and max(c.slope for c in states) > 0
     climbing = next(a for a in found.datasets if a.dataset == CLIMBING)
-    row = stats[(stats["dataset"] == CLIMBING) & (stats["label"] == "gibbs")].iloc[0]
-    assert row["rhat_log_joint"] > chain_stats.RHAT_THRESHOLD and not row["converged"]  # still climbing
-    best = climbing.best["final_log_joint"]
-    assert best.label == "gibbs" and best.runner_up is None and not best.status.converged
-    assert best.status.reason == f"R̂ {row['rhat_log_joint']:.4g}"
+    assert climbing.best == {} and climbing.settled == ()
+    gibbs, = climbing.methods
+    assert gibbs.outcome == "climbing" and gibbs.text.startswith("still climbing (+") and not gibbs.settled
     order = list(dict.fromkeys(runs["label"]))
     page = _sections.answer(found, order, figures.palette(order))
-    cells = dict(zip([h.parts[0] for h in page["table"].header], page["table"].rows[1]))
+    header = [h.parts[0] for h in page["table"].header]
+    assert header == ["data set", "budget per chain", "best log joint", "best held-out log predictive", "settled",
+                      "leaders' chains"]
+    cells = dict(zip(header, page["table"].rows[1]))
     assert cells["data set"].parts[0] == CLIMBING
-    assert f"not converged: R̂ {row['rhat_log_joint']:.4g}" in [p.text for p in cells["best log joint"].parts
-                                                             if not isinstance(p, str)]
+    assert [p.text for p in cells["best log joint"].parts] == ["no method settled"]
+    assert [p.text for p in cells["settled"].parts] == ["none"]
     assert page["figure"] is not None
 
 
-def test_first_screen_gives_an_optimiser_na_and_names_every_row_that_did_not_converge(screen):
-    """search is an optimiser: R-hat is n/a for it (never "not converged"); every method x
-    data set row that did not converge is named in the paragraph with its data set and reason."""
-    from dpmmbench.reports import _sections
-
-    found, runs, _ = screen
-    a = found.datasets[0]
-    search = next(s for s in a.not_converged if s.label == "search")
-    assert search.reason == "n/a optimiser" and not any(s.label == "search" for s in a.converged)
-    order = list(dict.fromkeys(runs["label"]))
-    cells = _sections.answer(found, order, figures.palette(order))["table"].rows[0]
-    spans = [(p.text, p.cls) for c in cells for p in c.parts if not isinstance(p, str)]
-    assert ("n/a optimiser", "why") in spans and ("not converged: n/a optimiser", "bad") not in spans
+def test_first_screen_paragraph_counts_the_outcomes_in_few_words(screen):
+    """search is an optimiser: n/a, never ranked; the paragraph counts each outcome over the
+    method x data set pairs at the equal budget, says what the outcomes mean and where the
+    detail is, in at most about 150 words."""
+    found, _, _ = screen
+    outcomes = [m.outcome for d in found.datasets for m in d.methods]
     text = found.paragraph
-    unconverged = [(d.dataset, s) for d in found.datasets for s in d.not_converged if not s.reason.startswith("n/a")]
-    rows = sum(d.rows for d in found.datasets)
-    assert unconverged and f"Not shown to converge: {len(unconverged)} of {rows} rows" in text
-    # one sentence per reason: "Stuck: a, b (on every data set); c (on A, B)."
-    every = [d.dataset for d in found.datasets if d.rows]
-    for dataset, s in unconverged:
-        why = {"stuck": "Stuck", "one chain": "One chain (no R̂)"}.get(
-            s.reason, f"R̂ above {chain_stats.RHAT_THRESHOLD:g}" if s.reason.startswith("R̂ ") else s.reason)
-        sentence = text.split(f" {why}: ", 1)[1].split(").", 1)[0]
-        groups = [group.rsplit(" (on ", 1) for group in sentence.split("); ")]
-        assert any(s.label in labels.split(", ") and (dataset in where.split(", ") or where == "every data set")
-                   for labels, where in groups), (dataset, s, sentence)
-    # "every data set" says no more than is true: each method so named failed on each of them
-    named = [label for part in text.split(": ")[1:] for group in part.split("); ") if "(on every data set" in group
-             for label in group.rsplit(" (on ", 1)[0].split(", ")]
+    assert f"Of {len(outcomes)} method × data set pairs at the equal budget: " in text
+    from dpmmbench.reports.answer import COUNTED
 
-    def group(s):  # what a reason is listed under
-        return "R̂" if s.reason.startswith("R̂ ") else s.reason
-
-    everywhere = {s.label for _, s in unconverged
-                  if {d for d, t in unconverged if (t.label, group(t)) == (s.label, group(s))} == set(every)}
-    assert everywhere and set(named) == everywhere  # gibbs, at least: it is still climbing on both
-    assert "optimiser: search" in text
-    converged = sum(len(d.converged) for d in found.datasets)
-    assert f"{converged} of {rows} method × data set rows converged" in text
-    assert "subc-12it (60 s or 12 iterations" in text and f"({LEARNED})" in text
-    assert "30 s or 4 iterations per chain on every data set" in text
+    for key, words in COUNTED:
+        if outcomes.count(key):
+            assert f"{outcomes.count(key)} {words}" in text
+    assert outcomes.count("n/a") == 1 and outcomes.count("climbing") == 1
+    assert len(text.split()) <= 150, len(text.split())
+    assert "variants with their own budget" in text and "runs that learn α" in text
 
 
 def test_values_are_escaped_by_default(tmp_path):
