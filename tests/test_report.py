@@ -746,6 +746,11 @@ Promise.all([...document.images].map(img => img.decode().then(() => true, () => 
   sections: [...document.querySelectorAll("section")].map(s => s.id),
   opening: [...document.body.children].slice(0, 4).map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "")),
   answerTop: document.getElementById("answer") ? document.getElementById("answer").getBoundingClientRect().top : null,
+  // the first screen's table and figure: what a reader sees before scrolling
+  answerTableBottom: document.querySelector("#answer table") ? document.querySelector("#answer table").getBoundingClientRect().bottom : null,
+  answerFigureTop: document.querySelector("#answer figure img") ? document.querySelector("#answer figure img").getBoundingClientRect().top : null,
+  answerOrder: [...(document.getElementById("answer") || document.body).children].map(e => e.tagName.toLowerCase()),
+  details: [...document.querySelectorAll("section[id^=dataset] details")].map(d => [d.open, d.querySelector("summary").textContent]),
   title: document.title,
 }))
 """
@@ -773,6 +778,8 @@ LAYOUT_JS = """
 READING_WIDTH = 1400
 #: the height of that window: what a reader sees before scrolling
 SCREEN_HEIGHT = 900
+#: pixels of the first screen's figure that must show above the fold (its start, not a sliver)
+FIGURE_SHOWN = 60
 
 
 def open_in_chromium(path: Path, tmp_path: Path, width: int | None = None) -> dict:
@@ -849,6 +856,15 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     # the answer is the first thing after the lead paragraph and the contents, on the first screen
     assert page["opening"] == ["h1", "p", "nav", "section#answer"], page["opening"]
     assert page["answerTop"] < SCREEN_HEIGHT, page["answerTop"]
+    # issue 33: at 1,400 x 900 the first screen's whole table and the start of its figure show
+    # before any scrolling; the prose comes after them
+    assert page["answerTableBottom"] <= SCREEN_HEIGHT, page["answerTableBottom"]
+    assert page["answerTableBottom"] < page["answerFigureTop"] <= SCREEN_HEIGHT - FIGURE_SHOWN, page["answerFigureTop"]
+    assert page["answerOrder"][:3] == ["h2", "div", "figure"] or page["answerOrder"][:3] == ["h2", "table", "figure"], \
+        page["answerOrder"]
+    # each data set's diagnosis of every method waits, folded, in its own section
+    assert page["details"] and all(not opened and summary == "Chain diagnosis of every method"
+                                   for opened, summary in page["details"]), page["details"]
     assert len(page["images"]) == FIGURES
     for image in page["images"]:
         assert image["decoded"] and image["complete"], image["alt"]
