@@ -328,8 +328,14 @@ def _best(found, digits) -> str:
     if found is None:
         return "no method settled"
     margin = ("the only one settled" if found.runner_up is None
-              else f"{'≈ +' if found.overlap else '+'}{_fmt(found.margin, digits)} over `{found.runner_up}`")
+              else f"{'≈ +' if found.overlap else '+'}{_margin(found.margin, digits)} over `{found.runner_up}`")
     return f"`{found.label}` {_fmt(found.value, digits)}; {margin}"
+
+
+def _margin(x: float, digits: int) -> str:
+    """A margin with ``digits`` decimals, or three significant digits where those decimals
+    would show a nonzero margin as 0 (held-out margins of 0.0004 nats per point)."""
+    return _fmt(x, digits) if abs(x) >= 10 ** -digits or x == 0 else f"{x:.3g}"
 
 
 def frame_table(frame: pd.DataFrame) -> str:
