@@ -64,17 +64,19 @@ def speedup_table(frame: pd.DataFrame, runs: pd.DataFrame, reference: str = REFE
 def diagnosis_table(stats: pd.DataFrame, labels) -> Table:
     """Every method's chain diagnosis on the data set (:mod:`reports.diagnosis`): what the
     first screen sums up in its ``settled`` column, in full."""
+    from .diagnosis import SETTLED
+
     rows = []
     by_label = stats.set_index("label")
     for label in labels:
         if label not in by_label.index:
             continue
         row = by_label.loc[label]
-        settled = row["outcome"] in ("agree", "modes", "settled")
+        settled = row["outcome"] in SETTLED
         rows.append([label, Span(str(row["diagnosis"]), "ok" if settled else "why"), fmt.whole(row["chains"]),
                      fmt.whole(row["iterations_median"]), fmt.num(row["settle_s"], 2)])
     return table(["method", "diagnosis", "chains", "iterations (median)", "time to settle (s, median)"], rows,
-                 caption="Settled: no trend in a chain's log joint over its last half (docs/design.md \"Chain "
+                 caption="Settled: a chain's log joint no longer climbs over its last half (docs/design.md \"Chain "
                          "diagnosis\"); a method settled when 3 of 4 of its chains did. Time to settle: after it, "
                          "the chain stays within the range of its last half.", cls="board")
 

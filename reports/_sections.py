@@ -67,9 +67,9 @@ def answer(screen, order, styles) -> dict:
                      _best_cell(a.best.get("final_log_joint"), fmt.nats, "nats"),
                      _best_cell(a.best.get("heldout_lpd"), lambda x: fmt.num(x, 4), "nats / point"),
                      _settled_cell(a.settled), leaders(a)])
-    caption = ("Best: the highest median over chains among the methods whose chains settled (no trend over "
-               "their last half), with the margin over the next settled one, ≈ where their 5-95 % intervals "
-               "over chains overlap. Each data set's section gives every method's diagnosis.")
+    caption = ("Best: the highest median over chains among the methods whose chains settled (no longer "
+               "climbing over their last half), with the margin over the next settled one, ≈ where their "
+               "5-95 % intervals over chains overlap. Each data set's section gives every method's diagnosis.")
     return {"table": table(["data set", "budget per chain", "best log joint", "best held-out log predictive",
                             "settled", "leaders' chains"], rows, caption=caption, align_numbers=False,
                            cls="board answer"),

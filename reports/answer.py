@@ -181,14 +181,13 @@ def equal_budget(runs: pd.DataFrame) -> tuple[pd.Series, dict]:
 
 def method(row) -> Method:
     """A row of :func:`reports.chains.chain_statistics` as a :class:`Method` (a group whose
-    every run failed is ``too slow`` with no iteration: nothing can be said of it)."""
-    from .diagnosis import Diagnosis
+    every run failed is ``failed``: nothing can be said of it, and it is not ranked)."""
+    from .diagnosis import SETTLED
 
     if int(row["chains"]) == 0:
         return Method(str(row["label"]), "failed", "every run failed", False)
     outcome = str(row["outcome"])
-    settled = Diagnosis(outcome, 0, 0, 0, 0, *(math.nan,) * 5).is_settled
-    return Method(str(row["label"]), outcome, str(row["diagnosis"]), settled)
+    return Method(str(row["label"]), outcome, str(row["diagnosis"]), outcome in SETTLED)
 
 
 def best(stats: pd.DataFrame, column: str, methods: dict) -> Best | None:
@@ -320,8 +319,9 @@ def leaders(a: DatasetAnswer) -> str:
 
 
 #: the outcomes the paragraph counts, in its order, with the words it uses
-COUNTED = (("agree", "chains agree"), ("modes", "settled in different modes"), ("climbing", "still climbing"),
-           ("stuck", "stuck"), ("too slow", "too slow"), ("n/a", "n/a (optimiser or variational)"))
+COUNTED = (("agree", "with chains that agree"), ("modes", "settled in different modes"),
+           ("climbing", "still climbing"), ("stuck", "stuck"), ("too slow", "too slow"),
+           ("n/a", "n/a (optimiser or variational)"))
 
 
 def limits(found, runs: pd.DataFrame, elsewhere=()) -> str:
@@ -347,9 +347,9 @@ def limits(found, runs: pd.DataFrame, elsewhere=()) -> str:
     if rows:
         counted = ", ".join(f"{total[key]} {words}" for key, words in COUNTED if total[key])
         said.append(f"Of {rows} method × data set pairs at the equal budget: {counted}.")
-    said.append("Settled: a chain's log joint shows no trend over its last half; settled in different modes: the "
-                "settled chains sit on plateaus that R̂ across chains (above "
-                f"{chains.RHAT_THRESHOLD:g}) tells apart, so a best method found a better mode, not the posterior.")
+    said.append("Settled: a chain's log joint no longer climbs over its last half. Settled in different modes: "
+                f"the settled chains sit on plateaus that R̂ across chains (above {chains.RHAT_THRESHOLD:g}) tells "
+                "apart; a best method there found better modes, it did not sample the posterior better.")
     said.append(f"Only settled methods are ranked; a method with fewer than {MIN_ITERATIONS} iterations is too "
                 "slow at its budget. ≈ marks a margin inside the 5-95 % spread over chains.")
     failed = int(runs["status"].eq("failed").sum()) if "status" in runs else 0

@@ -66,6 +66,8 @@ MIN_ITERATIONS = 20
 TREND_Z = 3.0
 #: share of a method's chains that must settle for the method to have settled (3 of 4)
 SETTLED_SHARE = 0.75
+#: the outcomes of a method whose chains settled: the methods that are ranked
+SETTLED = ("agree", "modes", "settled")
 #: a method's outcomes, in the order the report counts them, with their words
 OUTCOMES = {"agree": "chains agree", "modes": "settled in different modes", "settled": "settled (one chain)",
             "climbing": "still climbing", "stuck": "stuck", "too slow": "too slow at this budget", "n/a": "n/a"}
@@ -227,7 +229,7 @@ class Diagnosis:
     @property
     def is_settled(self) -> bool:
         """The method settled: its chains agree, sit in different modes, or its one chain settled."""
-        return self.outcome in ("agree", "modes", "settled")
+        return self.outcome in SETTLED
 
 
 def diagnose(chains, kind: str = "sampler", partitions=None) -> Diagnosis:
