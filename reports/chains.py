@@ -40,14 +40,14 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .diagnosis import NOT_SAMPLERS, RHAT_THRESHOLD, diagnose
+
 #: quantiles of the interval over chains (the ``_lo`` and ``_hi`` columns)
 INTERVAL = (0.05, 0.95)
 #: default relative tolerance of the time to target: 0.1 % of the best log joint
 TARGET_TOLERANCE = 1e-3
-#: a method whose R-hat exceeds this is marked as not converged: the project's convergence
-#: goal (docs/design.md "Summary columns"). Vehtari et al. (2021) ask 1.01 before trusting
-#: posterior summaries; the R-hat itself is in every table, for a reader who wants that bar.
-RHAT_THRESHOLD = 1.05
+# RHAT_THRESHOLD (a method whose R-hat exceeds it is not converged) lives with the chain
+# diagnosis, which this module's statistics call: one place, no import cycle
 #: fewest draws per chain arviz-stats computes R-hat and ESS from
 MIN_DRAWS = 4
 #: quantile probabilities of the tail ESS (the smaller of the two quantiles' ESS)
@@ -57,8 +57,8 @@ DIAGNOSED = (("log_joint", "log_joint"), ("n_clusters", "n_clusters"), ("alpha",
 #: diagnosed columns on which chains all constant at one value agree (R-hat 1, see diagnostics)
 DISCRETE = ("n_clusters",)
 #: ``rhat_note`` of a method that is no sampler, by its kind (:attr:`algorithms.base.Sampler.kind`)
-NOT_A_SAMPLER = {"optimiser": "n/a: optimiser (it climbs to one partition; not a sampler)",
-                 "variational": "n/a: variational inference (it iterates to a fixed point; not a sampler)"}
+NOT_A_SAMPLER = dict(zip(NOT_SAMPLERS, ("n/a: optimiser (it climbs to one partition; not a sampler)",
+                                        "n/a: variational inference (it iterates to a fixed point; not a sampler)")))
 #: ``rhat_note`` of a sampler none of whose chains moved over its draws
 STUCK = "stuck: no chain's log joint moved over its draws"
 #: ``rhat_note`` of a method not known here (no kind) none of whose chains moved over its draws
@@ -395,7 +395,6 @@ def _diagnosis(chains, kind: str, members: pd.DataFrame, traces: dict) -> dict:
     """The columns of :func:`reports.diagnosis.diagnose` for one group's chains: the
     ``outcome`` key and its words (``diagnosis``), ``settled_chains``, ``iterations_median``,
     ``rhat_settled``, ``plateau_spread``, ``modes_vi``, ``slope``, ``settle_s``."""
-    from .diagnosis import diagnose
     from .traces import decode_partition
 
     steps = [c.loc[c["iteration"] > 0] for c in chains]
