@@ -61,6 +61,26 @@ def speedup_table(frame: pd.DataFrame, runs: pd.DataFrame, reference: str = REFE
     return pd.DataFrame(rows), target
 
 
+def diagnosis_table(stats: pd.DataFrame, labels) -> Table:
+    """Every method's chain diagnosis on the data set (:mod:`reports.diagnosis`): what the
+    first screen sums up in its ``settled`` column, in full."""
+    from .diagnosis import SETTLED
+
+    rows = []
+    by_label = stats.set_index("label")
+    for label in labels:
+        if label not in by_label.index:
+            continue
+        row = by_label.loc[label]
+        settled = row["outcome"] in SETTLED
+        rows.append([label, Span(str(row["diagnosis"]), "ok" if settled else "why"), fmt.whole(row["chains"]),
+                     fmt.whole(row["iterations_median"]), fmt.num(row["settle_s"], 2)])
+    return table(["method", "diagnosis", "chains", "iterations (median)", "time to settle (s, median)"], rows,
+                 caption="Settled: a chain's log joint no longer climbs over its last half (docs/design.md \"Chain "
+                         "diagnosis\"); a method settled when 3 of 4 of its chains did. Time to settle: after it, "
+                         "the chain stays within the range of its last half.", cls="board")
+
+
 def dataset(i: int, name: str, frame: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame, order, styles,
             network: costmodel.Network, stats: pd.DataFrame, tolerance: float) -> dict:
     """The section of one dataset: its leaderboard, figures, tables and scaling model.
@@ -94,6 +114,7 @@ def dataset(i: int, name: str, frame: pd.DataFrame, runs: pd.DataFrame, steps: p
                "description": " ".join(d if d.endswith((".", "!", "?")) else d + "." for d in described if d)}
     section["leaders"], section["leaderboard"] = leaderboard(stats, labels, tolerance,
                                                              set(runs.loc[runs["external"], "label"]))
+    section["diagnosis"] = diagnosis_table(stats, labels)
     png = figures.pareto_figure(stats, labels, styles)
     section["pareto"] = None if png is None else figure(
         png, f"Quality against time on {name}",

@@ -22,7 +22,6 @@ from dpmmbench import algorithms
 from dpmmbench.algorithms.base import column_members
 
 from . import _format as fmt
-from . import chains as chains_mod
 from . import figures
 from ._cells import Cell, Span, cell, figure, frame_table, table
 from .entries import NOT_REPRODUCED, REPRODUCED
@@ -43,8 +42,11 @@ def header(runs: pd.DataFrame, datasets: list, order: list) -> dict:
 
 
 def answer(screen, order, styles) -> dict:
-    """The first screen (:func:`reports.answer.first_screen`): a row per data set, the small
-    multiples of quality against time and the paragraph "What this run can and cannot tell you".
+    """The first screen (:func:`reports.answer.first_screen`): one table, a row per data set
+    (the best settled method by log joint and by held-out log predictive, with the runner-up
+    and the margin, the settled methods, whether the leaders' chains agree or sit in different
+    modes), the small multiples of quality against time and the paragraph "What this run can
+    and cannot tell you".
 
     Returns
     -------
@@ -52,70 +54,73 @@ def answer(screen, order, styles) -> dict:
         ``table`` (a :class:`reports._cells.Table`), ``figure`` (None when no method measured
         a quality), ``text`` (the paragraph).
     """
+    from .answer import leaders
+
     rows = []
     for a in screen.datasets:
         size = " × ".join(part for part in (a.points is not None and f"{a.points:,} points",
                                             a.dims is not None and f"{a.dims} dims") if part)
         chains = f"{a.chains[0]}" if a.chains[0] == a.chains[1] else f"{a.chains[0]}–{a.chains[1]}"
         budget = ((a.budget.describe() if a.budget is not None else fmt.MISSING),
-                  Span(f"{chains} chains per method" if a.rows else "no method at this budget", "sub"))
+                  Span(f"{chains} chains" if a.rows else "no method at this budget", "sub"))
         rows.append([(a.dataset,) + ((Span(size, "sub"),) if size else ()), budget,
                      _best_cell(a.best.get("final_log_joint"), fmt.nats, "nats"),
                      _best_cell(a.best.get("heldout_lpd"), lambda x: fmt.num(x, 4), "nats / point"),
-                     _statuses(a.converged, converged=True) if a.converged else fmt.MISSING,
-                     _statuses(a.not_converged, converged=False) if a.not_converged else fmt.MISSING])
-    caption = (f"At each data set's equal budget (the time budget per chain and iteration cap most of its runs "
-               f"share; runs that learn α and variants with their own budget are in the data set's own section). "
-               f"Best: the highest median over chains of the final log joint and of the held-out log predictive "
-               f"(higher is better), with the margin over the runner-up, marked ≈ where their 5-95 % intervals "
-               f"over chains overlap, and whether the best method converged. Converged: R̂ of the log joint and "
-               f"of the number of clusters at most {chains_mod.RHAT_THRESHOLD:g} and an ESS (bulk, of the log "
-               f"joint) reported; otherwise the reason: R̂ above it, stuck (no chain moved), or n/a for an "
-               f"optimiser or variational inference, which are no samplers.")
+                     _settled_cell(a.settled), leaders(a)])
+    caption = ("Best: the highest median over chains among the methods whose chains settled (no longer "
+               "climbing over their last half), with the margin over the next settled one, ≈ where their "
+               "5-95 % intervals over chains overlap. Each data set's section gives every method's diagnosis.")
+    return {"table": table(["data set", "budget per chain", "best log joint", "best held-out log predictive",
+                            "settled", "leaders' chains"], rows, caption=caption, align_numbers=False,
+                           cls="board answer"),
+            "figure": _answer_figure(screen, order, styles), "text": screen.paragraph}
+
+
+def answer_figure(screen, order, styles) -> bytes | None:
+    """The PNG of the first screen's small multiples of quality against time (one panel per
+    data set: the held-out log predictive where points were held out, else the final log
+    joint); None when no method measured either."""
     panels = []
     for a in screen.datasets:
         column = "heldout_lpd" if a.stats["heldout_lpd"].notna().any() else "final_log_joint"
         ylabel = ("held-out log predictive (nats / point)" if column == "heldout_lpd"
                   else "final log joint (nats)")
         panels.append((a.dataset, a.stats, column, ylabel))
-    png = figures.pareto_grid(panels, order, styles)
-    shown = figure(png, "Quality against time at the equal budget, per data set",
-                   "Quality against sampler time per chain at each data set's equal budget, one panel per data set: "
-                   "the held-out log predictive where points were held out, else the final log joint. One point "
-                   "per method, the median over its chains, with bars from the 5 % to the 95 % quantile over "
-                   "chains on both axes; the grey staircase joins the methods no other method beats on both (the "
-                   "Pareto front). Up and left is better.") if png is not None else None
-    return {"table": table(["data set", "equal budget per chain", "best log joint", "best held-out log predictive",
-                            "converged", "not converged, or n/a"], rows, caption=caption, align_numbers=False,
-                           cls="board answer"),
-            "figure": shown, "text": screen.paragraph}
+    return figures.pareto_grid(panels, order, styles)
+
+
+def _answer_figure(screen, order, styles):
+    png = answer_figure(screen, order, styles)
+    return figure(png, "Quality against time at the equal budget, per data set",
+                  "Quality against sampler time per chain at each data set's equal budget, one panel per data set: "
+                  "the held-out log predictive where points were held out, else the final log joint. One point "
+                  "per method, the median over its chains, with bars from the 5 % to the 95 % quantile over "
+                  "chains on both axes; the grey staircase joins the methods no other method beats on both (the "
+                  "Pareto front). Up and left is better.") if png is not None else None
 
 
 def _best_cell(found, show, unit) -> tuple:
-    """A best method, its value, its margin over the runner-up and whether it converged."""
+    """A best settled method, its value and its margin over the settled runner-up."""
     if found is None:
-        return (fmt.MISSING,)
+        return (Span("no method settled", "why"),)
     if found.runner_up is None:
-        margin = "the only method"
+        margin = "the only one settled"
     else:
-        margin = f"{'+' if found.apart else '≈ +'}{show(found.margin)} over {found.runner_up}"
-    status = found.status
-    verdict = (Span("converged", "ok") if status.converged
-               else Span(status.reason, "why") if status.reason.startswith("n/a")
-               else Span(f"not converged: {status.reason}", "bad"))
-    return (found.label, " ", verdict, Span(f"{show(found.value)} {unit}; {margin}", "sub"))
+        margin = f"{'≈ +' if found.overlap else '+'}{show(found.margin)} over {found.runner_up}"
+    return (Span(found.label, "name"), Span(f"{show(found.value)} {unit}; {margin}", "sub"))
 
 
-def _statuses(found, converged: bool) -> tuple:
-    """Methods with their R̂ and ESS (converged) or the reason they did not converge."""
+def _settled_cell(labels) -> tuple:
+    """The settled methods, at most :data:`reports.answer.SETTLED_SHOWN` of them, then "+ N more"."""
+    from .answer import SETTLED_SHOWN as shown
+
+    if not labels:
+        return (Span("none", "why"),)
     parts = []
-    for i, s in enumerate(found):
-        parts += ([", "] if i else []) + [s.label, " "]
-        if converged:
-            parts.append(Span(f"R̂ {s.rhat:.3f}, ESS {fmt.whole(s.ess)}", "range"))
-        else:
-            parts.append(Span(s.reason, "why" if s.reason.startswith("n/a") else "bad"))
-    return tuple(parts)
+    for i, label in enumerate(labels[:shown]):
+        parts += ([", "] if i else []) + [Span(label, "name")]
+    more = len(labels) - shown
+    return tuple(parts) + ((f" + {more} more",) if more > 0 else ())
 
 
 def claims(found) -> list:

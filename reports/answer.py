@@ -1,5 +1,6 @@
-"""The report's first screen: per data set, which method did best at the equal budget, which
-methods converged, and what the run can and cannot tell (:func:`first_screen`).
+"""The report's first screen: per data set, which settled method did best at the equal budget,
+which methods settled, whether the leaders' chains agree or sit in different modes, and what
+the run can and cannot tell (:func:`first_screen`).
 
 Both the HTML report (:mod:`reports.report`) and ``docs/results.md``
 (:mod:`reports.results_doc`) open with it; this module holds its data and its paragraph as
@@ -13,8 +14,10 @@ budget; the others (variants with their own budget, such as a claim's fixed iter
 and runs that learn alpha) are named and left to the data set's own section.
 
 Per data set and method, every number is a row of :func:`reports.chains.chain_statistics`
-(medians and 5-95 % intervals over chains, R-hat, ESS) and every verdict comes from
-:func:`reports.chains.convergence_verdict`: nothing is recomputed here.
+(medians and 5-95 % intervals over chains) and every verdict its chain diagnosis
+(:mod:`reports.diagnosis`: chains agree, settled in different modes, still climbing, stuck,
+too slow at this budget, n/a): nothing is recomputed here. Only settled methods are ranked: a
+chain still climbing has a final log joint that says when it stopped, not where it goes.
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ import pandas as pd
 
 from . import chains
 
+#: settled methods a first-screen cell names before "+ N more"
+SETTLED_SHOWN = 6
 #: (chain-statistics column, what it is) of the two qualities a method can be best at
 QUALITIES = (("final_log_joint", "log joint"), ("heldout_lpd", "held-out log predictive"))
 
@@ -58,24 +63,26 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class Status:
-    """Whether a method converged on a data set, and why not (a short reason: ``R̂ 1.62``,
-    ``stuck``, ``n/a optimiser``, ...)."""
+class Method:
+    """A method's diagnosis on a data set at the equal budget (a row of
+    :func:`reports.chains.chain_statistics`): ``outcome`` (a key of
+    :data:`reports.diagnosis.OUTCOMES`), ``text`` (it in words, with its numbers) and
+    ``settled`` (whether it is ranked)."""
 
     label: str
-    converged: bool
-    reason: str
-    rhat: float
-    ess: float
+    outcome: str
+    text: str
+    settled: bool
 
 
 @dataclass(frozen=True)
 class Best:
-    """The method with the highest median (over its chains) of a quality, at the equal budget.
+    """The settled method with the highest median (over its chains) of a quality.
 
-    ``margin`` is its median minus the runner-up's (NaN without a runner-up); ``apart`` says
-    whether their 5-95 % intervals over chains are disjoint (None without a runner-up): a
-    margin inside the spread over chains does not separate the two methods.
+    ``margin`` is its median minus the runner-up's (the next settled method; NaN without
+    one); ``overlap`` says whether their 5-95 % intervals over chains overlap (None without a
+    runner-up): a margin inside the spread over chains does not separate the two methods.
+    ``outcome`` and ``runner_outcome`` are their diagnoses (agree, modes, ...).
     """
 
     quality: str
@@ -83,8 +90,9 @@ class Best:
     value: float
     runner_up: str | None
     margin: float
-    apart: bool | None
-    status: Status
+    overlap: bool | None
+    outcome: Method
+    runner_outcome: Method | None
 
 
 @dataclass(frozen=True)
@@ -97,24 +105,35 @@ class DatasetAnswer:
     budget: Budget | None
     chains: tuple[int, int]
     best: dict
-    converged: tuple
-    not_converged: tuple
+    methods: tuple
     left_out: tuple
     stats: pd.DataFrame
 
     @property
     def rows(self) -> int:
         """Methods at the equal budget."""
-        return len(self.converged) + len(self.not_converged)
+        return len(self.methods)
+
+    @property
+    def settled(self) -> tuple:
+        """The labels of the settled methods, best median final log joint first."""
+        ranked = self.stats[self.stats["label"].isin([m.label for m in self.methods if m.settled])]
+        ranked = ranked.iloc[np.argsort(-ranked["final_log_joint"].to_numpy(float), kind="stable")]
+        return tuple(ranked["label"])
+
+    def counts(self) -> Counter:
+        """How many methods ended in each outcome (:data:`reports.diagnosis.OUTCOMES`)."""
+        return Counter(m.outcome for m in self.methods)
 
 
 @dataclass(frozen=True)
 class FirstScreen:
-    """The data sets' answers and the paragraph "What this run can and cannot tell you"."""
+    """The data sets' answers, the paragraph "What this run can and cannot tell you", and the
+    data sets left off the screen (only variants ran there: the claims' further draws)."""
 
     datasets: tuple
     paragraph: str
-
+    elsewhere: tuple = ()
 
 def run_budget(meta: dict) -> Budget:
     """The budget a run's metadata records (``time_budget``, ``iterations_requested``).
@@ -160,54 +179,20 @@ def equal_budget(runs: pd.DataFrame) -> tuple[pd.Series, dict]:
     return at.astype(bool), budgets
 
 
-def convergence_status(row) -> Status:
-    """What a row of :func:`reports.chains.chain_statistics` says of convergence, in a word.
+def method(row) -> Method:
+    """A row of :func:`reports.chains.chain_statistics` as a :class:`Method` (a group whose
+    every run failed is ``failed``: nothing can be said of it, and it is not ranked)."""
+    from .diagnosis import SETTLED
 
-    Converged: the row's ``converged`` (R-hat of the log joint and of the number of clusters
-    at most :data:`reports.chains.RHAT_THRESHOLD`, not stuck) and an ESS of the log joint
-    reported. Otherwise the reason: ``n/a optimiser`` or ``n/a variational`` for a method
-    that is no sampler, ``stuck``, ``R̂ x`` (the log joint's) or ``R̂ clusters x`` above the
-    threshold, ``one chain``, ``too few draws``, ``no ESS``, ``every run failed``.
-
-    Parameters
-    ----------
-    row : mapping
-        A row of :func:`reports.chains.chain_statistics` (with ``label``).
-    """
-    rhat, ess = float(row["rhat_log_joint"]), float(row["ess_bulk_log_joint"])
-    verdict, bad = chains.convergence_verdict(row)
-    kinds = {note: kind for kind, note in chains.NOT_A_SAMPLER.items()}
-    if verdict in kinds:
-        return Status(row["label"], False, f"n/a {kinds[verdict]}", math.nan, math.nan)
-    if row["chains"] == 0:
-        reason = "every run failed"
-    elif verdict == chains.STUCK:
-        reason = "stuck"
-    elif verdict == chains.STILL:
-        reason = "did not move (kind unknown)"
-    elif chains.not_converged(rhat):
-        reason = f"R̂ {_rhat(rhat)}"
-    elif bad:
-        reason = f"R̂ clusters {_rhat(float(row['rhat_n_clusters']))}"
-    elif not pd.isna(row["converged"]) and bool(row["converged"]):
-        if math.isfinite(ess):
-            return Status(row["label"], True, "", rhat, ess)
-        reason = "no ESS"
-    elif row["chains"] < 2:
-        reason = "one chain"
-    elif row["draws"] < chains.MIN_DRAWS:
-        reason = "too few draws"
-    else:
-        reason = "R̂ unknown"
-    return Status(row["label"], False, reason, rhat, ess)
+    if int(row["chains"]) == 0:
+        return Method(str(row["label"]), "failed", "every run failed", False)
+    outcome = str(row["outcome"])
+    return Method(str(row["label"]), outcome, str(row["diagnosis"]), outcome in SETTLED)
 
 
-def _rhat(x: float) -> str:
-    return "∞" if x == math.inf else f"{x:.4g}"
-
-
-def best(stats: pd.DataFrame, column: str, statuses: dict) -> Best | None:
-    """The method with the highest median ``column`` over its chains, and its margin.
+def best(stats: pd.DataFrame, column: str, methods: dict) -> Best | None:
+    """The settled method with the highest median ``column`` over its chains, and its margin
+    over the next settled one.
 
     Parameters
     ----------
@@ -216,28 +201,34 @@ def best(stats: pd.DataFrame, column: str, statuses: dict) -> Best | None:
         (ties go to the first).
     column : str
         A quality of :data:`QUALITIES`.
-    statuses : dict
-        label -> :class:`Status`.
+    methods : dict
+        label -> :class:`Method`; only settled ones are ranked.
 
     Returns
     -------
     Best or None
-        None when no method measured ``column``.
+        None when no settled method measured ``column``.
     """
-    known = stats[np.isfinite(stats[column].to_numpy(float))]
+    known = stats[np.isfinite(stats[column].to_numpy(float)) & stats["label"].map(lambda x: methods[x].settled)]
     if known.empty:
         return None
     ranked = known.iloc[np.argsort(-known[column].to_numpy(float), kind="stable")]
     top = ranked.iloc[0]
     runner = ranked.iloc[1] if len(ranked) > 1 else None
     margin = math.nan if runner is None else float(top[column] - runner[column])
-    apart = None if runner is None else bool(top[f"{column}_lo"] > runner[f"{column}_hi"])
+    overlap = None if runner is None else not bool(top[f"{column}_lo"] > runner[f"{column}_hi"])
     return Best(dict(QUALITIES)[column], str(top["label"]), float(top[column]),
-                None if runner is None else str(runner["label"]), margin, apart, statuses[top["label"]])
+                None if runner is None else str(runner["label"]), margin, overlap, methods[top["label"]],
+                None if runner is None else methods[runner["label"]])
 
 
 def first_screen(runs: pd.DataFrame, stats: pd.DataFrame, order=None) -> FirstScreen:
     """The first screen of a run: per data set its answer, and the paragraph.
+
+    The data sets on the screen are those of the comparison: where at least one run is a
+    registered algorithm under its own name (no variant); data sets where only variants ran
+    (a claim's further draws, decided in the claims' section) are named in ``elsewhere``. A
+    run of variants only puts every data set on the screen.
 
     Parameters
     ----------
@@ -254,22 +245,24 @@ def first_screen(runs: pd.DataFrame, stats: pd.DataFrame, order=None) -> FirstSc
     FirstScreen
         Per data set (in the order of ``runs``) a :class:`DatasetAnswer`: its size (from the
         data set's metadata, else the run's training and held-out points), its equal budget,
-        the fewest and most chains of a method, the best method per quality of
-        :data:`QUALITIES` (absent when none measured it), the methods that converged and
-        those that did not (with the reason, :func:`convergence_status`), the labels left out
-        with why, and the statistics rows of the methods at the equal budget; and the
-        paragraph of :func:`limits`.
+        the fewest and most chains of a method, the best settled method per quality of
+        :data:`QUALITIES` (absent when none settled), every method's diagnosis
+        (:class:`Method`), the labels left out with why, and the statistics rows of the
+        methods at the equal budget; the paragraph of :func:`limits`; the data sets left off.
     """
     at, budgets = equal_budget(runs)
     position = {label: i for i, label in enumerate(order if order is not None else dict.fromkeys(stats["label"]))}
+    plain = runs["variant"].eq(runs["algorithm"]) if {"variant", "algorithm"} <= set(runs) else None
+    names = list(dict.fromkeys(runs["dataset"]))
+    shown = [n for n in names if plain is None or plain[runs["dataset"] == n].any()] or names
     found = []
-    for name in dict.fromkeys(runs["dataset"]):
+    for name in shown:
         mine = runs[runs["dataset"] == name]
         labels = set(mine.loc[at[mine.index], "label"])
         here = stats[(stats["dataset"] == name) & stats["label"].isin(labels)]
         here = here.iloc[np.argsort([position.get(label, len(position)) for label in here["label"]], kind="stable")]
-        statuses = {row["label"]: convergence_status(row) for _, row in here.iterrows()}
-        bests = {column: best(here, column, statuses) for column, _ in QUALITIES}
+        methods = {row["label"]: method(row) for _, row in here.iterrows()}
+        bests = {column: best(here, column, methods) for column, _ in QUALITIES}
         left = []
         for label, group in mine[~at[mine.index]].groupby("label", sort=False):
             if group["learned_alpha"].astype(bool).any():
@@ -282,10 +275,9 @@ def first_screen(runs: pd.DataFrame, stats: pd.DataFrame, order=None) -> FirstSc
             dataset=str(name), points=_size(mine, "n"), dims=_size(mine, "dim"), budget=budgets.get(name),
             chains=(int(counts.min()), int(counts.max())) if len(counts) else (0, 0),
             best={column: found_best for column, found_best in bests.items() if found_best is not None},
-            converged=tuple(s for s in statuses.values() if s.converged),
-            not_converged=tuple(s for s in statuses.values() if not s.converged),
-            left_out=tuple(left), stats=here.reset_index(drop=True)))
-    return FirstScreen(tuple(found), limits(found, runs))
+            methods=tuple(methods.values()), left_out=tuple(left), stats=here.reset_index(drop=True)))
+    elsewhere = tuple(str(n) for n in names if n not in shown)
+    return FirstScreen(tuple(found), limits(found, runs, elsewhere), elsewhere)
 
 
 def _size(runs: pd.DataFrame, key: str) -> int | None:
@@ -301,96 +293,72 @@ def _size(runs: pd.DataFrame, key: str) -> int | None:
     return None
 
 
-def limits(found, runs: pd.DataFrame) -> str:
-    """The paragraph "What this run can and cannot tell you", from the answers.
+def leaders(a: DatasetAnswer) -> str:
+    """Whether the leaders (the best settled method by log joint and its runner-up) have chains
+    that agree or sit in different modes, in a few words.
 
-    It states the budget and the chains per method, how many method x data set rows at the
-    equal budget converged and which did not and why, what was left out of the screen, that
-    the papers' claims are decided in their own section, that peers ran with their own
-    defaults, and what is measured and what is modelled.
+    Examples
+    --------
+    >>> from dpmmbench.reports.answer import Best, DatasetAnswer, Method, leaders
+    >>> top = Method("subc", "modes", "settled in different modes (...)", True)
+    >>> two = Method("gibbs", "modes", "settled in different modes (...)", True)
+    >>> b = Best("log joint", "subc", -10.0, "gibbs", 2.0, True, top, two)
+    >>> leaders(DatasetAnswer("d", None, None, None, (4, 4), {"final_log_joint": b}, (top, two), (), None))
+    'both in different modes'
+    """
+    found = a.best.get("final_log_joint")
+    if found is None:
+        return "no method settled"
+    words = {"agree": "chains agree", "modes": "in different modes", "settled": "one chain"}
+    if found.runner_outcome is None:
+        return f"{found.label}: {words[found.outcome.outcome]}"
+    if found.outcome.outcome == found.runner_outcome.outcome:
+        return f"both {words[found.outcome.outcome]}".replace("both chains agree", "both: chains agree")
+    return (f"{found.label}: {words[found.outcome.outcome]}; "
+            f"{found.runner_up}: {words[found.runner_outcome.outcome]}")
+
+
+#: the outcomes the paragraph counts, in its order, with the words it uses
+COUNTED = (("agree", "with chains that agree"), ("modes", "settled in different modes"),
+           ("climbing", "still climbing"), ("stuck", "stuck"), ("too slow", "too slow"),
+           ("n/a", "n/a (optimiser or variational)"))
+
+
+def limits(found, runs: pd.DataFrame, elsewhere=()) -> str:
+    """The paragraph "What this run can and cannot tell you" (at most about 150 words), from
+    the answers: what the outcomes mean, how many methods ended in each, what was left out and
+    where the detail is.
 
     Parameters
     ----------
     found : sequence of DatasetAnswer
     runs : pandas.DataFrame
-        The run table (peers, failed runs, cores).
+        The run table (peers, failed runs).
+    elsewhere : sequence of str
+        Data sets left off the screen (only variants ran there).
     """
+    from .diagnosis import MIN_ITERATIONS
+
+    total = Counter()
+    for a in found:
+        total.update(a.counts())
+    rows = sum(a.rows for a in found)
     said = []
-    budgets = {a.dataset: a.budget for a in found if a.budget is not None}
-    if len(set(budgets.values())) == 1:
-        shared = next(iter(budgets.values()))
-        said.append(f"The equal budget, the stop rule most runs of a data set share, is {shared.describe()} per "
-                    f"chain{'' if len(budgets) == 1 else ' on every data set'} (sampler time; whichever comes "
-                    f"first).")
-    elif budgets:
-        said.append("The equal budget, the stop rule most runs of a data set share, differs between data sets "
-                    "(sampler time per chain or iterations, whichever comes first): "
-                    + "; ".join(f"{name}: {b.describe()}" for name, b in budgets.items()) + ".")
-    lows, highs = [a.chains[0] for a in found if a.rows], [a.chains[1] for a in found if a.rows]
-    if lows:
-        lo, hi = min(lows), max(highs)
-        said.append(f"Each method ran {lo if lo == hi else f'{lo} to {hi}'} chain{'s' if hi > 1 else ''} "
-                    f"(seeds) per data set at that budget.")
+    if rows:
+        counted = ", ".join(f"{total[key]} {words}" for key, words in COUNTED if total[key])
+        said.append(f"Of {rows} method × data set pairs at the equal budget: {counted}.")
+    said.append("Settled: a chain's log joint no longer climbs over its last half. Settled in different modes: "
+                f"the settled chains sit on plateaus that R̂ across chains (above {chains.RHAT_THRESHOLD:g}) tells "
+                "apart; a best method there found better modes, it did not sample the posterior better.")
+    said.append(f"Only settled methods are ranked; a method with fewer than {MIN_ITERATIONS} iterations is too "
+                "slow at its budget. ≈ marks a margin inside the 5-95 % spread over chains.")
     failed = int(runs["status"].eq("failed").sum()) if "status" in runs else 0
     if failed:
         said.append(f"{failed} run{'' if failed == 1 else 's'} failed and {'is' if failed == 1 else 'are'} left out.")
-
-    rows = sum(a.rows for a in found)
-    ok = sum(len(a.converged) for a in found)
-    if rows:
-        said.append(f"{ok} of {rows} method × data set rows converged (R̂ of the log joint and of the number of "
-                    f"clusters at most {chains.RHAT_THRESHOLD:g} over the chains' second halves, with an ESS).")
-    kinds = {f"n/a {kind}" for kind in chains.NOT_A_SAMPLER}
-    unshown, other = {}, {}  # why -> method -> data sets; kind -> methods
-    for a in found:
-        for s in a.not_converged:
-            if s.reason in kinds:
-                other.setdefault(s.reason.removeprefix("n/a "), {})[s.label] = None
-            else:
-                unshown.setdefault(_category(s.reason), {}).setdefault(s.label, []).append(a.dataset)
-    if unshown:
-        count = sum(len(where) for who in unshown.values() for where in who.values())
-        said.append(f"Not shown to converge: {count} of {rows} rows (the table gives each one's R̂).")
-        every = [a.dataset for a in found if a.rows]
-        for why, who in unshown.items():
-            # methods that fail on the same data sets are named together: the paragraph stays short
-            places = {}
-            for label, where in who.items():
-                places.setdefault(tuple(where), []).append(label)
-            said.append(f"{why[0].upper()}{why[1:]}: " + "; ".join(
-                f"{', '.join(labels)} (on {_places(where, every)})" for where, labels in places.items()) + ".")
-    if other:
-        said.append("Not samplers, so R̂ and ESS do not apply (they climb to an optimum or a fixed point): "
-                    + "; ".join(f"{kind}: {', '.join(who)}" for kind, who in other.items()) + ".")
-    learned = sorted({label for a in found for label, why in a.left_out if why == "learns α"})
-    own = [f"{label} ({why}, {a.dataset})" for a in found for label, why in a.left_out if why != "learns α"]
-    if learned or own:
-        parts = [f"runs that learn α, whose log joint is at their own α ({', '.join(learned)})"] if learned else []
-        parts += [f"variants with their own budget: {'; '.join(own)}"] if own else []
-        said.append("Left out of this screen, and shown in each data set's own section: " + " and ".join(parts) + ".")
-    said.append("A best method's margin is the difference of medians over chains; where the two methods' 5-95 % "
-                "intervals over chains overlap, the margin does not separate them.")
-    said.append("Whether each paper's claim held is decided in its own section, within the claim's declared scope "
-                "and on every draw of its data that ran, not from this table.")
     peers = list(dict.fromkeys(runs.loc[runs["external"].astype(bool), "label"])) if "external" in runs else []
     if peers:
-        said.append(f"Peers ({', '.join(peers)}) ran with their own defaults (their settings are listed with the "
-                    f"peers), not tuned for this grid.")
-    said.append("Measured here, on this machine: sampler time per chain (start-up and scoring excluded), log joint, "
-                "held-out log predictive, R̂ and ESS; modelled, not measured: the scaling to more workers than ran.")
+        said.append(f"Peers ({', '.join(peers)}) ran with their own defaults.")
+    said.append("Each data set's section lists every method's diagnosis, variants with their own budget and runs "
+                "that learn α" + (f"; the claims' further draws ({len(elsewhere)} data sets) are decided with the "
+                                  f"claims" if elsewhere else "") + ".")
     return " ".join(said)
-
-
-def _places(where, every) -> str:
-    """The data sets a group of methods did not converge on, in words."""
-    return "every data set" if list(where) == every and len(every) > 1 else ", ".join(where)
-
-
-def _category(reason: str) -> str:
-    """The group a reason is listed under in the paragraph (an R-hat's value stays with its
-    method)."""
-    if reason.startswith("R̂ clusters"):
-        return f"R̂ of the number of clusters above {chains.RHAT_THRESHOLD:g}"
-    if reason.startswith("R̂ ") and reason != "R̂ unknown":
-        return f"R̂ above {chains.RHAT_THRESHOLD:g}"
-    return {"one chain": "one chain (no R̂)", "too few draws": "too few draws for R̂"}.get(reason, reason)

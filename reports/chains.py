@@ -40,14 +40,14 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .diagnosis import NOT_SAMPLERS, RHAT_THRESHOLD, diagnose
+
 #: quantiles of the interval over chains (the ``_lo`` and ``_hi`` columns)
 INTERVAL = (0.05, 0.95)
 #: default relative tolerance of the time to target: 0.1 % of the best log joint
 TARGET_TOLERANCE = 1e-3
-#: a method whose R-hat exceeds this is marked as not converged: the project's convergence
-#: goal (docs/design.md "Summary columns"). Vehtari et al. (2021) ask 1.01 before trusting
-#: posterior summaries; the R-hat itself is in every table, for a reader who wants that bar.
-RHAT_THRESHOLD = 1.05
+# RHAT_THRESHOLD (a method whose R-hat exceeds it is not converged) lives with the chain
+# diagnosis, which this module's statistics call: one place, no import cycle
 #: fewest draws per chain arviz-stats computes R-hat and ESS from
 MIN_DRAWS = 4
 #: quantile probabilities of the tail ESS (the smaller of the two quantiles' ESS)
@@ -57,8 +57,8 @@ DIAGNOSED = (("log_joint", "log_joint"), ("n_clusters", "n_clusters"), ("alpha",
 #: diagnosed columns on which chains all constant at one value agree (R-hat 1, see diagnostics)
 DISCRETE = ("n_clusters",)
 #: ``rhat_note`` of a method that is no sampler, by its kind (:attr:`algorithms.base.Sampler.kind`)
-NOT_A_SAMPLER = {"optimiser": "n/a: optimiser (it climbs to one partition; not a sampler)",
-                 "variational": "n/a: variational inference (it iterates to a fixed point; not a sampler)"}
+NOT_A_SAMPLER = dict(zip(NOT_SAMPLERS, ("n/a: optimiser (it climbs to one partition; not a sampler)",
+                                        "n/a: variational inference (it iterates to a fixed point; not a sampler)")))
 #: ``rhat_note`` of a sampler none of whose chains moved over its draws
 STUCK = "stuck: no chain's log joint moved over its draws"
 #: ``rhat_note`` of a method not known here (no kind) none of whose chains moved over its draws
@@ -335,7 +335,13 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         :data:`RHAT_THRESHOLD` or the sampler is stuck, True when both are known and below,
         missing otherwise); ``rhat_note`` (:func:`diagnostics_note`: why R-hat and ESS are
         n/a, for a method that is no sampler, whose ``rhat_*``, ``ess_*``, ``ess_per_s`` and
-        ``converged`` are then missing; or that a sampler is stuck; ``""`` otherwise).
+        ``converged`` are then missing; or that a sampler is stuck; ``""`` otherwise); the
+        chains' diagnosis (:func:`reports.diagnosis.diagnose`): ``outcome`` (a key of
+        :data:`reports.diagnosis.OUTCOMES`), ``diagnosis`` (it in words, with its numbers),
+        ``settled_chains``, ``iterations_median``, ``rhat_settled`` (R̂ across the settled
+        chains), ``plateau_spread`` (nats), ``modes_vi`` (VI between the settled chains' final
+        partitions, NaN where the runs' metadata lack ``final_partition``), ``slope`` (nats per
+        second, of the chains that did not settle) and ``settle_s`` (median time to settle).
         Groups in order of first appearance in ``runs``.
     """
     by = list(by)
@@ -377,11 +383,29 @@ def chain_statistics(frame: pd.DataFrame, runs: pd.DataFrame, by, tolerance: flo
         row["reached"] = int(np.isfinite(hits).sum()) if hits else 0
         row["converged"] = False if note == STUCK else _converged(row["rhat_log_joint"], row["rhat_n_clusters"])
         row["rhat_note"] = note
+        row.update(_diagnosis(chains, kinds[0] if kinds else "", members, traces))
         rows.append(row)
     table = pd.DataFrame(rows)
     if len(table):
         table["converged"] = table["converged"].astype("boolean")  # missing where R-hat is unknown
     return table
+
+
+def _diagnosis(chains, kind: str, members: pd.DataFrame, traces: dict) -> dict:
+    """The columns of :func:`reports.diagnosis.diagnose` for one group's chains: the
+    ``outcome`` key and its words (``diagnosis``), ``settled_chains``, ``iterations_median``,
+    ``rhat_settled``, ``plateau_spread``, ``modes_vi``, ``slope``, ``settle_s``."""
+    from .traces import decode_partition
+
+    steps = [c.loc[c["iteration"] > 0] for c in chains]
+    metas = [m if isinstance(m, dict) else {} for m in (members["meta"] if "meta" in members else ())]
+    partitions = ([decode_partition(m.get("final_partition")) for m, run in zip(metas, members["run"])
+                   if run in traces] if metas else None)
+    found = diagnose([(c["log_joint"].to_numpy(float), c["time_s"].to_numpy(float)) for c in steps],
+                     kind or "sampler", partitions)
+    return {"outcome": found.outcome, "diagnosis": found.describe(), "settled_chains": found.settled,
+            "iterations_median": found.iterations, "rhat_settled": found.rhat, "plateau_spread": found.spread,
+            "modes_vi": found.vi, "slope": found.slope, "settle_s": found.settle_s}
 
 
 def _ess_per_second(chains, ess: float) -> float:

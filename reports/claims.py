@@ -21,6 +21,7 @@ not decided at this budget, and the summary gives each draw's outcome anyway.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -226,6 +227,7 @@ class _Draw:
     why: str = ""  #: why it was not counted
     numbers: dict = field(default_factory=dict)  #: the deciding numbers, for the draws table
     compared: bool = True  #: False: the claim's samplers did not all run on it
+    reason: str = ""  #: the main reason it held or did not, in a few words (the claim's first sentence)
 
     @property
     def data_set(self) -> str:
@@ -270,12 +272,24 @@ def _over_draws(found: list, scope: Scope):
                            **d.numbers} for d in found])
     rest = (["Not counted:", *below] if below else []) + (["Not compared:", *others] if others else [])
     if decided:
-        return (HELD if all(decided) else FAILED), " ".join(sentences + rest), table
+        verdict = HELD if all(decided) else FAILED
+        return verdict, " ".join([_headline(verdict, found), *sentences, *rest]), table
     if short_of_draws:
         head = (f"Not decided at this budget: a verdict needs at least {MIN_DRAWS} draws of the data set within the "
                 f"claim's scope ({scope.describe()}).")
         return UNDECIDED, " ".join([head, *sentences, *rest]), table
     return UNDECIDED, scope.undecided(below + (["Not compared:", *others] if others else [])), table
+
+
+def _headline(verdict: str, found: list) -> str:
+    """The claim's first sentence: the verdict, on how many of the counted draws it held or did
+    not, and the main reason (the most common reason of the draws that agree with the verdict)
+    ("Did not hold on 3 of 3 draws: gibbs-200it also reached the plateau.")."""
+    counted = [d for d in found if d.held is not None]
+    agreeing = [d for d in counted if bool(d.held) == (verdict == HELD)]
+    reasons = Counter(d.reason for d in agreeing if d.reason)
+    main = f": {reasons.most_common(1)[0][0]}" if reasons else ""
+    return f"{verdict[0].upper()}{verdict[1:]} on {len(agreeing)} of {len(counted)} draws{main}."
 
 
 def _more_draws(data_set: str, draws: list) -> str:
@@ -392,7 +406,8 @@ def _chang_draw(dataset: str, ds_runs: pd.DataFrame):
         brief = [e["algorithm"] for e in subs + bases if not e["decides"]]
         if brief:
             text += f" (not counted, shorter than {CHANG_SCOPE.chain_length()}: {_names(brief)})"
-        return _Draw(dataset, ok, head + text, numbers=_chang_numbers(counted_subs, counted_bases, plateau, tol)), chains
+        return _Draw(dataset, ok, head + text, numbers=_chang_numbers(counted_subs, counted_bases, plateau, tol),
+                     reason=_chang_reason(counted_subs, counted_bases, plateau, tol)), chains
     short = CHANG_SCOPE.shortfall(_points(ds_runs), {e["algorithm"]: (e["sampler time (s)"], e["iterations"])
                                                     for e in subs + bases})
     return _Draw(dataset, None, head + _chang_outcome(subs, bases, plateau, tol)[1],
@@ -433,6 +448,19 @@ def _chang_outcome(subs, bases, plateau, tol):
         text += "; VI not lower for " + ", ".join(f"{s['algorithm']} vs {b['algorithm']} ({s['final VI']:.3g} vs "
                                                   f"{b['final VI']:.3g})" for s, b in vi_worse)
     return not short and not reached and not vi_worse, text
+
+
+def _chang_reason(subs, bases, plateau, tol) -> str:
+    """The main reason Chang & Fisher's claim held on a draw or did not, in a few words."""
+    reached = [e["algorithm"] for e in bases if e["final log joint"] >= plateau - tol]
+    short = [e["algorithm"] for e in subs if e["final log joint"] < plateau - tol]
+    if reached:
+        return f"{_names(reached)} also reached the plateau"
+    if short:
+        return f"{_names(short)} ended below the plateau"
+    if any(not s["final VI"] < b["final VI"] for s in subs for b in bases):
+        return "a sub-cluster sampler's VI to the truth was not lower than a baseline's"
+    return "the sub-cluster samplers reached the plateau and no baseline did"
 
 
 # ---- Daumé 2007 ------------------------------------------------------------------------------
@@ -480,7 +508,7 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
     dataset = str(ds_runs["dataset"].iloc[0])
     short = DAUME_SCOPE.shortfall(_points(ds_runs), {})
     baselines = ds_runs[ds_runs["algorithm"].isin(DAUME_BASELINES)]
-    chains, pairs = [], []  # pairs: (result True/False/None, margin in nats, outcome in words)
+    chains, pairs = [], []  # pairs: (result True/False/None, margin in nats, outcome in words, baseline)
     for s_label, s_runs in searches.groupby("label", sort=False):
         at = float(s_runs["search_s"].median())
         value = float(s_runs["final_log_joint"].median())
@@ -502,11 +530,11 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
             b_value = float(np.median(values))
             if max(lengths) < at:  # given less time: it can only tell against the claim
                 pairs.append((None, math.nan, f"{s_label} vs {label} inconclusive: {label} ran only "
-                                              f"{max(lengths):.3g} s, less than the search")
+                                              f"{max(lengths):.3g} s, less than the search", label)
                              if b_value < value else
                              (False, value - b_value, f"{s_label} vs {label}: {value:,.1f} at {at:.3g} s vs "
                                                       f"{b_value:,.1f} nats in {max(lengths):.3g} s, {label} "
-                                                      "not lower in less time"))
+                                                      "not lower in less time", label))
                 continue
             if value > b_value:
                 outcome = f"{s_label} higher by {value - b_value:,.1f} nats"
@@ -515,7 +543,7 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
             else:
                 outcome = f"{label} higher by {b_value - value:,.1f} nats"
             pairs.append((value > b_value, value - b_value,
-                          f"{s_label} vs {label} at {at:.3g} s: {value:,.1f} vs {b_value:,.1f} nats, {outcome}"))
+                          f"{s_label} vs {label} at {at:.3g} s: {value:,.1f} vs {b_value:,.1f} nats, {outcome}", label))
     if baselines.empty:
         return _Draw(dataset, None, "", f"no {' or '.join(DAUME_BASELINES)} ran on it", compared=False), chains
     text = "; ".join(p[2] for p in pairs)
@@ -526,7 +554,11 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
         return _Draw(dataset, None, text, f"below the claim's scale: {'; '.join(short)}", numbers=numbers), chains
     if not conclusive:
         return _Draw(dataset, None, text, "every baseline ran less time than the search", numbers=numbers), chains
-    return _Draw(dataset, all(p[0] for p in conclusive), text, numbers=numbers), chains
+    worst = min(conclusive, key=lambda p: p[1])
+    reason = (f"{worst[3]} was {'higher' if worst[1] < 0 else 'as high'} at the search's finishing time"
+              if not worst[0]
+              else "the search was higher than every baseline at its finishing time")
+    return _Draw(dataset, all(p[0] for p in conclusive), text, numbers=numbers, reason=reason), chains
 
 
 def _option(run, key):
@@ -575,8 +607,11 @@ def wang2017(runs: pd.DataFrame) -> Claim:
         numbers = {"least comparator (bytes / iteration)": float(o_bytes.min()),
                    "most consolidation (bytes / iteration)": float(c_bytes.max()), "ratio": ratio}
         short = WANG_SCOPE.shortfall(_points(runs[runs["dataset"] == dataset]), {})
+        reason = (f"every comparator moves at least {WANG_FACTOR:g}x the consolidation samplers' bytes"
+                  if ratio >= WANG_FACTOR else f"{o_bytes.idxmin()} moves only {ratio:.2g}x the bytes of "
+                                               f"{c_bytes.idxmax()}, not {WANG_FACTOR:g}x")
         found.append(_Draw(dataset, None if short else ratio >= WANG_FACTOR, text,
-                           f"below the claim's scale: {'; '.join(short)}" if short else "", numbers))
+                           f"below the claim's scale: {'; '.join(short)}" if short else "", numbers, reason=reason))
     table = pd.DataFrame(rows) if rows else None
     decided = _over_draws(found, WANG_SCOPE)
     if decided:

@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from ._format import cell as format_cell
-from .chains import NOT_A_SAMPLER, RHAT_THRESHOLD
+from .chains import NOT_A_SAMPLER
 from .runs import method_kind
 from .scaling_doc import BEGIN as SCALING_BEGIN, END as SCALING_END, load_records, results_block
 from .traces import atomic_write
@@ -238,25 +238,76 @@ def _exactness_cell(r: dict) -> str:
     return cell
 
 
-def answer_section(screen) -> str:
-    """The first screen (:func:`reports.answer.first_screen`) as Markdown: a row per data set
-    (its size, the equal budget, the best log joint and held-out log predictive with their
-    margins, the methods that converged and those that did not, with the reason), then the
-    paragraph "What this run can and cannot tell you"."""
-    lines = ["| data set | equal budget per chain | best log joint (nats) | best held-out log predictive "
-             "(nats / point) | converged | not converged, or n/a |", "|---|---|---|---|---|---|"]
+def answer_section(screen, figure: str | None = None) -> str:
+    """The first screen (:func:`reports.answer.first_screen`) as Markdown: one table, a row per
+    data set (its size and equal budget, the best settled method by log joint and by held-out
+    log predictive with the runner-up and the margin, ≈ where their chains overlap, the settled
+    methods, and whether the leaders' chains agree or sit in different modes), then the figure
+    of quality against time (``figure``: its file name beside the page; none without it), then
+    the paragraph "What this run can and cannot tell you"."""
+    from .answer import leaders
+
+    lines = ["| data set | budget per chain | best settled: log joint (nats) | best settled: held-out log "
+             "predictive (nats / point) | settled | leaders' chains |", "|---|---|---|---|---|---|"]
     for a in screen.datasets:
-        size = ", ".join(part for part in (a.points is not None and f"{a.points:,} points",
-                                           a.dims is not None and f"{a.dims} dims") if part)
+        size = " × ".join(part for part in (a.points is not None and f"{a.points:,} points",
+                                            a.dims is not None and f"{a.dims} dims") if part)
         chains = f"{a.chains[0]}" if a.chains[0] == a.chains[1] else f"{a.chains[0]}–{a.chains[1]}"
         budget = (a.budget.describe() if a.budget is not None else "–") + (
-            f"; {chains} chains per method" if a.rows else "; no method at this budget")
-        converged = ", ".join(f"`{s.label}` (R̂ {s.rhat:.3f}, ESS {s.ess:,.0f})" for s in a.converged) or "–"
-        unshown = ", ".join(f"`{s.label}` ({s.reason})" for s in a.not_converged) or "–"
+            f"; {chains} chains" if a.rows else "; no method at this budget")
         lines.append(f"| `{a.dataset}`" + (f" ({size})" if size else "") + f" | {budget} | "
                      f"{_best(a.best.get('final_log_joint'), 1)} | {_best(a.best.get('heldout_lpd'), 3)} | "
-                     f"{converged} | {unshown} |")
-    return "\n".join(lines) + "\n\n" + f"**What this run can and cannot tell you.** {screen.paragraph}"
+                     f"{settled_cell(a.settled)} | {leaders(a)} |")
+    out = "\n".join(lines)
+    if figure:
+        out += (f"\n\n![Quality against sampler time at each data set's equal budget: one point per method, "
+                f"the median over chains with 5-95 % bars; up and left is better]({figure})")
+    return out + "\n\n" + f"**What this run can and cannot tell you.** {screen.paragraph}"
+
+
+def settled_cell(labels, shown: int | None = None) -> str:
+    """The settled methods as code spans, at most ``shown`` of them, then "+ N more".
+
+    Examples
+    --------
+    >>> from dpmmbench.reports.results_doc import settled_cell
+    >>> settled_cell(["subc", "gibbs"])
+    '`subc`, `gibbs`'
+    >>> settled_cell([f"m{i}" for i in range(8)])
+    '`m0`, `m1`, `m2`, `m3`, `m4`, `m5` + 2 more'
+    >>> settled_cell([])
+    'none'
+    """
+    from .answer import SETTLED_SHOWN
+
+    labels, shown = list(labels), SETTLED_SHOWN if shown is None else shown
+    if not labels:
+        return "none"
+    more = len(labels) - shown
+    return ", ".join(f"`{label}`" for label in labels[:shown]) + (f" + {more} more" if more > 0 else "")
+
+
+def diagnosis_section(screen) -> str:
+    """Every method's chain diagnosis, per data set of the first screen (the long lists the
+    first screen leaves out): a table per data set, then the runs left off its screen."""
+    parts = []
+    for a in screen.datasets:
+        rows = ["| method | diagnosis | chains | iterations (median) | time to settle (s, median) |",
+                "|---|---|---:|---:|---:|"]
+        stats = a.stats.set_index("label")
+        for m in a.methods:
+            row = stats.loc[m.label]
+            rows.append(f"| `{m.label}` | {m.text} | {int(row['chains'])} | {_fmt(row['iterations_median'], 0)} | "
+                        f"{_fmt(row['settle_s'], 2)} |")
+        text = [f"### {a.dataset}", "", "\n".join(rows)]
+        if a.left_out:
+            text += ["", "Not at the equal budget (in the summary tables below): "
+                     + "; ".join(f"`{label}` ({why})" for label, why in a.left_out) + "."]
+        parts.append("\n".join(text))
+    if screen.elsewhere:
+        parts.append("Only variants ran on " + ", ".join(f"`{name}`" for name in screen.elsewhere)
+                     + " (the claims' further draws): they are decided in the claims' section.")
+    return "\n\n".join(parts)
 
 
 def claims_section(found) -> str:
@@ -273,16 +324,19 @@ def claims_section(found) -> str:
 
 
 def _best(found, digits) -> str:
-    """A best method, its median, its margin over the runner-up (≈ where their intervals over
-    chains overlap) and whether it converged."""
+    """A best settled method, its median and its margin over the settled runner-up (≈ where
+    their intervals over chains overlap)."""
     if found is None:
-        return "–"
-    status = found.status
-    verdict = ("converged" if status.converged else status.reason if status.reason.startswith("n/a")
-               else f"not converged: {status.reason}")
-    margin = ("the only method" if found.runner_up is None
-              else f"{'+' if found.apart else '≈ +'}{_fmt(found.margin, digits)} over `{found.runner_up}`")
-    return f"`{found.label}` {_fmt(found.value, digits)}; {margin}; {verdict}"
+        return "no method settled"
+    margin = ("the only one settled" if found.runner_up is None
+              else f"{'≈ +' if found.overlap else '+'}{_margin(found.margin, digits)} over `{found.runner_up}`")
+    return f"`{found.label}` {_fmt(found.value, digits)}; {margin}"
+
+
+def _margin(x: float, digits: int) -> str:
+    """A margin with ``digits`` decimals, or three significant digits where those decimals
+    would show a nonzero margin as 0 (held-out margins of 0.0004 nats per point)."""
+    return _fmt(x, digits) if abs(x) >= 10 ** -digits or x == 0 else f"{x:.3g}"
 
 
 def frame_table(frame: pd.DataFrame) -> str:
@@ -296,21 +350,22 @@ def frame_table(frame: pd.DataFrame) -> str:
 
 
 def render(perf=None, summary=None, exactness=None, tables=(), peers=None, screen=None, claims=None,
-           timing=None, scaling=None) -> str:
+           timing=None, figure=None, scaling=None) -> str:
     """The whole page from loaded inputs (any of them may be missing); ``screen`` is the
     first screen of the workflow's traces, ``claims`` the papers' claims decided on them,
-    ``timing`` where their time went (all three from :func:`trace_sections`), ``scaling`` the
-    scaling records (:func:`reports.scaling_doc.load_records`)."""
+    ``timing`` where their time went (all three from :func:`trace_sections`); ``figure`` the
+    file name of the first screen's figure, beside the page; ``scaling`` the scaling records
+    (:func:`reports.scaling_doc.load_records`)."""
     out = [HEADER, "", "# Measured results", "",
            "Every table below is rendered from an output file named under its heading."]
     if screen is not None:
         out += ["", "## The answer in one screen (the workflow's traces)", "",
-                "Per data set at its equal budget (the time budget per chain and iteration cap most of its runs "
-                "share): the best methods by the median over chains, with the margin over the runner-up (≈ where "
-                "their 5-95 % intervals over chains overlap), and which methods converged (R̂ of the log joint "
-                f"and of the number of clusters at most {RHAT_THRESHOLD:g}, an ESS reported). The HTML report "
-                "(`results/report/index.html`) opens with the same table and the figure of quality against "
-                "time.", "", answer_section(screen)]
+                "Per data set at its equal budget: the best method among those whose chains settled, the settled "
+                "methods, and whether the leaders' chains agree or settled in different modes. The HTML report "
+                "(`results/report/index.html`) opens the same way.", "", answer_section(screen, figure),
+                "", "## Every method's chain diagnosis (the workflow's traces)", "",
+                "Per data set at its equal budget (docs/design.md \"Chain diagnosis\").", "",
+                diagnosis_section(screen)]
     if claims is not None:
         out += ["", "## Claims of the papers (the workflow's traces)", "",
                 "Each paper's headline claim, decided on every draw of its data set (the same data set generated "
@@ -363,9 +418,14 @@ def trace_sections(paths) -> dict:
     from .runs import label_order, read_runs
     from .timing import workflow_timing
 
+    from ._sections import answer_figure
+    from .figures import palette
+
     frame, runs = read_runs(_trace_files(paths))
-    return {"screen": first_screen(runs, chain_statistics(frame, runs, ["dataset", "label"]), label_order(runs)),
-            "claims": check_claims(frame, runs), "timing": workflow_timing(runs)}
+    order = label_order(runs)
+    screen = first_screen(runs, chain_statistics(frame, runs, ["dataset", "label"]), order)
+    return {"screen": screen, "claims": check_claims(frame, runs), "timing": workflow_timing(runs),
+            "figure": answer_figure(screen, order, palette(order))}
 
 
 def timing_section(timing) -> str:
@@ -431,6 +491,13 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"results_doc: {exc}", file=sys.stderr)
         return 2
+    traced = trace_sections(args.traces) if args.traces else {}
+    png = traced.pop("figure", None)
+    # the first screen's figure, beside the page (a Markdown page cannot embed it)
+    figure = f"{args.out.stem}-quality-time.png" if png is not None else None
+    if png is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.out.parent / figure, lambda f: f.write(png))
     page = render(
         scaling=scaling,
         perf=json.loads(args.perf.read_text()) if args.perf else None,
@@ -438,7 +505,7 @@ def main(argv=None) -> int:
         exactness=json.loads(args.exactness.read_text()) if args.exactness else None,
         tables=[(title, pd.read_csv(path)) for title, path in args.table],
         peers=json.loads(args.peers.read_text()) if args.peers else None,
-        **(trace_sections(args.traces) if args.traces else {}),
+        **traced, figure=figure,
     )
     atomic_write(args.out, lambda f: f.write(page.encode()))
     print(f"wrote {args.out}")

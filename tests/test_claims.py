@@ -93,6 +93,13 @@ def test_chang_is_decided_over_three_draws(grid, held, verdict):
         _chang(grid, dataset, gibbs_final=-110_000.0 if i < held else -100_010.0)
     claim = claims.chang2013(grid.read()[1])
     assert claim.verdict == verdict
+    # the first sentence: the verdict, on how many draws, and the main reason
+    first = claim.summary.split(". ", 1)[0] + "."
+    if verdict == claims.HELD:
+        assert first == (f"Held on {held} of 3 draws: the sub-cluster samplers reached the plateau and no "
+                         f"baseline did.")
+    else:
+        assert first == f"Did not hold on {3 - held} of 3 draws: gibbs also reached the plateau."
     assert f"On synth-chang2013, held on {held} of 3 draws (seed=0: " in claim.summary
     assert f"{verdict} (needs 2 of 3)" in claim.summary
     # each draw's outcome with the numbers that decided it
@@ -231,6 +238,9 @@ def test_daume_at_scale_holds_or_not_as_measured(grid, values, verdict):
         _daume(grid, dataset, 3_000, values)
     claim = claims.daume2007(*grid.read())
     assert claim.verdict == verdict and "On mnist10k?n=3000, held on" in claim.summary
+    assert claim.summary.startswith("Held on 3 of 3 draws: the search was higher than every baseline at its "
+                                    "finishing time. " if verdict == claims.HELD else
+                                    "Did not hold on 3 of 3 draws: gibbs was higher at the search's finishing time. ")
     # gibbs read at the search's 1 s: its median there is the middle of -600/-610 (or -400/-410)
     margin = -500.0 - float(np.median(values))
     assert claim.draws["smallest margin (nats)"].tolist() == pytest.approx([margin] * 3)
@@ -293,6 +303,12 @@ def test_wang_at_scale_holds_or_not_as_measured(grid, comparator_bytes, verdict)
         _wang(grid, dataset, 50_000, 2, comparator_bytes, seeds=(0, 1))
     claim = claims.wang2017(grid.read()[1])
     assert claim.verdict == verdict
+    assert claim.summary.startswith(
+        "Held on 3 of 3 draws: every comparator moves at least 10x the consolidation samplers' bytes. "
+        if verdict == claims.HELD else
+        f"Did not hold on 3 of 3 draws: auxvar (2 workers) moves only {comparator_bytes / 1_000:.2g}x the bytes of "
+        f"cons-prog (2 workers), "
+        f"not 10x. "), claim.summary[:200]
     assert claim.draws["draw"].tolist() == ["seed=101", "seed=1", "seed=2"]
     assert claim.draws["ratio"].tolist() == pytest.approx([comparator_bytes / 1_000] * 3)
     # a row per draw, method and seed

@@ -108,15 +108,16 @@ def test_rhat_of_a_method_that_is_no_sampler_reads_na_with_the_reason(tmp_path):
 
 def test_the_page_opens_with_the_answer_from_the_traces(tmp_path):
     """With the workflow's traces (a folder of them), docs/results.md opens with the first
-    screen, generated: the best log joint is the highest median over chains at the equal
-    budget, a variant with its own budget is left out, and the paragraph says what the run
-    can and cannot tell."""
+    screen, generated: one table whose best log joint is the highest median over chains among
+    the settled methods at the equal budget, with a `settled` column of code spans; a variant
+    with its own budget is left to the per-data-set lists; then the figure (a PNG beside the
+    page) and a paragraph; at most 250 words outside the table."""
     folder = tmp_path / "traces"
     ds = datasets.load("synth-chang2013?n=300")
     finals = {}
-    for name, seed, budget in [(n, s, (30.0, 3)) for n in ("gibbs", "search") for s in (0, 1)] + [
+    for name, seed, budget in [(n, s, (30.0, 120)) for n in ("gibbs", "subc", "search") for s in (0, 1)] + [
             ("gibbs", s, (60.0, 6)) for s in (0, 1)]:
-        variant = name if budget[1] == 3 else "gibbs-6it"
+        variant = name if budget[1] == 120 else "gibbs-6it"
         sampler = algorithms.make(name, family=ds.family, seed=seed)
         trace = run_chain(sampler, ds.X, budget[1], truth=ds.labels, dataset="chang-300", warmup=False, name=variant)
         finals.setdefault(variant, []).append(trace["log_joint"].iloc[-1])
@@ -128,15 +129,28 @@ def test_the_page_opens_with_the_answer_from_the_traces(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     page = out.read_text()
-    assert page.index("## The answer in one screen") < page.index("**What this run can and cannot tell you.**")
-    row = next(line for line in page.splitlines() if line.startswith("| `chang-300`"))
-    medians = {name: np.median(v) for name, v in finals.items() if name != "gibbs-6it"}
-    (top, value), (second, other) = sorted(medians.items(), key=lambda kv: -kv[1])
+    screen = page.split("## The answer in one screen", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in screen.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    assert header[4] == "settled"
+    row = next(line for line in table if line.startswith("| `chang-300`"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[0] == "`chang-300` (300 points, 2 dims)" and cells[1] == "30 s or 3 iterations; 2 chains per method"
-    assert cells[2].startswith(f"`{top}` {value:,.1f}; ") and f"+{value - other:,.1f} over `{second}`" in cells[2]
-    assert "gibbs-6it" not in row and "gibbs-6it (60 s or 6 iterations, chang-300)" in page
-    assert "`search` (n/a optimiser)" in cells[5]
+    assert cells[0] == "`chang-300` (300 points × 2 dims)" and cells[1] == "30 s or 120 iterations; 2 chains"
+    settled = cells[4].split(", ")
+    assert settled and all(name.startswith("`") and name.endswith("`") for name in settled)
+    assert "`search`" not in settled  # an optimiser is n/a: never ranked
+    medians = {name: np.median(v) for name, v in finals.items() if f"`{name}`" in settled}
+    (top, value), *rest = sorted(medians.items(), key=lambda kv: -kv[1])
+    assert cells[2].startswith(f"`{top}` {value:,.1f}; ")
+    if rest:
+        assert f"{rest[0][1] - value:,.1f}".lstrip("-") in cells[2] and f"over `{rest[0][0]}`" in cells[2]
+    assert "gibbs-6it" not in screen and "`gibbs-6it` (60 s or 6 iterations)" in page
+    # the figure follows the table, the paragraph the figure; the figure is a PNG beside the page
+    figure = screen.index("](results-quality-time.png)")
+    assert screen.index(table[-1]) < figure < screen.index("**What this run can and cannot tell you.**")
+    assert (tmp_path / "results-quality-time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    prose = [line for line in screen.splitlines() if not line.startswith("|")]
+    assert len(" ".join(prose).split()) <= 250
 
     empty = subprocess.run(cmd[:3] + ["--traces", str(tmp_path / "none"), "--out", str(out)],
                            capture_output=True, text=True)

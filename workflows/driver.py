@@ -49,7 +49,7 @@ from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, check
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
 from dpmmbench.algorithms.runner import ChainResult, run_sampler, warm_up
 from dpmmbench.reports.metrics import StateScorer
-from dpmmbench.reports.traces import COMM_COLUMNS, trace_frame
+from dpmmbench.reports.traces import COMM_COLUMNS, encode_partition, trace_frame
 
 from .provenance import environment, process_facts
 
@@ -247,13 +247,13 @@ def _checked_truth(family, X, truth):
 
 def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, truth=None,
                   init_clusters=RUN_DEFAULTS["init_clusters"], labels=None, progress=False, dataset="",
-                  workers=RUN_DEFAULTS["workers"], name=None, timing=None) -> ChainResult:
+                  workers=RUN_DEFAULTS["workers"], name=None, timing=None, last=None) -> ChainResult:
     """The chain of :func:`run_chain` on validated ``X`` (and checked ``truth``), its scoring
     the runner's callback: every state's row is appended to ``rows`` as it is recorded (what a
     failed run leaves), and a copy of its ``(labels, alpha)`` to ``draws`` (a ``deque`` whose
     ``maxlen`` keeps the last few), the initial state only while no step has run. The seconds
     the callback takes (scoring, copies, progress) are added up in ``timing["score_s"]``, also
-    when the chain fails."""
+    when the chain fails. ``last["labels"]`` (a dict given) holds the last state's labels."""
     score = StateScorer(X, sampler.family, truth)
     if timing is not None:
         timing.setdefault("score_s", 0.0)
@@ -283,6 +283,8 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
             # the sampler's declared per-step columns, NaN where this step did not report one
             row.update((key, value) for key, value in sampler.step_info(state).items() if key not in row)
             rows.append(row)
+            if last is not None:
+                last["labels"] = z
             if draws is not None:
                 if iteration == 1:
                     draws.clear()  # the initial state is no draw of the chain once a step ran
@@ -518,6 +520,7 @@ class _Chain:
     stopped: str | None
     score_s: float = 0.0
     heldout: tuple | None = None
+    final_partition: dict | None = None  #: :func:`reports.traces.encode_partition` of the last state
 
 
 @dataclass
@@ -575,6 +578,7 @@ def _provenance(spec, measured, status) -> dict:
         # where the time outside the sampler went (reports/runs.py: a run's start-up): scoring
         # every state, then the held-out points (0 when nothing was held out or the run failed)
         "score_s": float(chain.score_s),
+        "final_partition": chain.final_partition,
         "heldout_s": float(measured.split.get("heldout_s", 0.0)),
         "wall_s": time.perf_counter() - measured.clock,
         "command": measured.command,
@@ -709,12 +713,12 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
     X = sampler.family.validate(X)
     truth = _checked_truth(sampler.family, X, chain_args["truth"])
     warmup_s = warm_up(sampler, X, spec.init_clusters) if spec.warmup else None
-    rows, draws, timing = [], deque(maxlen=spec.heldout_draws), {}
+    rows, draws, timing, last = [], deque(maxlen=spec.heldout_draws), {}, {}
     try:
         result = _scored_chain(sampler, X, spec.iterations, spec.time_budget, rows, draws, truth=truth,
                                init_clusters=spec.init_clusters, progress=chain_args["progress"],
                                dataset=chain_args["dataset"], workers=spec.workers, name=spec.name,
-                               timing=timing)
+                               timing=timing, last=last)
         error, stopped = None, result.stopped
     except Exception as exc:  # noqa: BLE001 - re-raised by the caller after keeping the rows
         if not rows:
@@ -725,8 +729,12 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
         began = time.perf_counter()
         lpd = heldout_lpd(sampler.family, X, draws, X_test)
         draws, heldout = [], (lpd, len(draws), time.perf_counter() - began)
+    # the final partition, encoded here (kB, not the labels' MB, travel back): the report's VI
+    # between the modes that chains settle in (reports/diagnosis.py)
+    final = encode_partition(last["labels"]) if "labels" in last else None
     return _Chain(trace=trace_frame(rows), process=dict(process_facts(), warmup_s=warmup_s), error=error,
-                  draws=draws, stopped=stopped, score_s=timing.get("score_s", 0.0), heldout=heldout)
+                  draws=draws, stopped=stopped, score_s=timing.get("score_s", 0.0), heldout=heldout,
+                  final_partition=final)
 
 
 def heldout_lpd(family, X, draws, X_test) -> float:
