@@ -91,8 +91,9 @@ def speedups(record: dict) -> pd.DataFrame:
         two = dask[(dask["workers"] == 2) & (dask["threads"] == 1)]
         entry["outside_2"] = float(two["serial_share"].iloc[0]) if len(two) else math.nan
         if len(dask):
-            widest = dask.loc[dask["cores"].idxmax()] if dask["cores"].nunique() > 1 else dask.iloc[-1]
-            entry["outside_widest"] = (float(widest["serial_share"]), widest["layout"])
+            widest = dask.loc[dask["cores"].idxmax()]
+            if (widest["workers"], widest["threads"]) != (2, 1):  # else the column's first value
+                entry["outside_widest"] = (float(widest["serial_share"]), widest["layout"])
         widest_any = g.loc[g["cores"].idxmax()]
         entry["k_nmi"] = (int(widest_any["n_clusters"]), float(widest_any["nmi"]))
         out.append(entry)

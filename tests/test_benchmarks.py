@@ -122,5 +122,7 @@ def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
     assert f"### {dataset} (1,800 training + 200 held-out points, 2-D)" in page
     source, out = tmp_path / "peers.json", tmp_path / "results.md"
     source.write_text(json.dumps(result))
-    assert results_doc.main(["--peers", str(source), "--out", str(out)]) == 0
+    # no scaling records: the page is the peers section alone (results_doc reads docs/scaling by default)
+    assert results_doc.main(["--peers", str(source), "--scaling", str(tmp_path / "no-records"),
+                             "--out", str(out)]) == 0
     assert out.read_text() == page
