@@ -215,7 +215,7 @@ def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_par
             idx = rows[groups[labels[rows]] == g]
             local = np.searchsorted(comps, labels[idx])
             sweep_keeping_clusters(family, X[idx], take_params(params, comps), log_weights[comps], local,
-                                   counts[comps].copy(), rng.random(idx.size))
+                                   counts[comps], rng.random(idx.size))
             z[idx] = comps[local]
         zs[rows] = sample_sublabels(family, X[rows], z[rows], sub_params, sub_log_weights, rng.random(rows.size))
     return z, zs, family.stats(X, 2 * z + zs, 2 * K), True

@@ -155,9 +155,10 @@ def model_rows(record: dict) -> pd.DataFrame:
     machine): ``dataset, algorithm, workers, measured_s, model_s, error`` (model / measured - 1;
     ``fitted`` marks the rows the model was fitted on)."""
     rows = frame(record)
-    single = rows[(rows["backend"] == "dask") & (rows["threads"] == 1) & rows.get("compute_s", pd.Series(
-        math.nan, index=rows.index)).notna()]
     out = []
+    if "compute_s" not in rows:  # no Dask row in the record
+        return pd.DataFrame(out)
+    single = rows[(rows["backend"] == "dask") & (rows["threads"] == 1) & rows["compute_s"].notna()]
     for (dataset, algorithm), g in single.groupby(["dataset", "algorithm"], sort=False):
         fit_on = g[g["workers"].isin([1, 2])]
         if fit_on["workers"].nunique() < 2:

@@ -101,11 +101,7 @@ def _arithmetic_copies(n, copies):
     # thread of the same core hides
     out = np.empty(copies)
     for c in numba.prange(copies):
-        x, s = 0.5, 0.0
-        for i in range(n):
-            x = math.exp(-x) * 0.999 + 1e-9 * i
-            s += x
-        out[c] = s
+        out[c] = _arithmetic(n)
     return out
 
 
