@@ -3,7 +3,9 @@
 The paper gives only "100,000 points from ten 2D Gaussian clusters" with a Normal
 inverse-Wishart prior; the generating prior below is ours, chosen so that the clusters are
 mostly separated: ``E[Sigma] = I`` and ``mu ~ N(0, Sigma / 0.01)``, i.e. means spread about
-ten cluster widths. The recommended family is that same prior.
+ten cluster widths. The recommended family is that same prior. ``dim`` draws the same recipe
+in more dimensions (``nu0 = dim + 4``, ``psi0 = 3 I``: still ``E[Sigma] = I``), e.g. the
+million-point 10-D set the peers are timed on; ``dim = 2`` is the paper's set, unchanged.
 """
 from __future__ import annotations
 
@@ -13,24 +15,29 @@ from dpmmbench.algorithms.families import NormalInverseWishart
 
 from .base import Builder, Parameter, make_meta, mixture_labels, seeded_streams
 
-DIM = 2
+DIM = 2  #: the paper's
 KAPPA0 = 0.01
-NU0 = 6.0
+NU0_EXCESS = 4.0  # nu0 = D + 4 (6 in 2-D)
 PSI0_SCALE = 3.0  # psi0 = 3 I, so E[Sigma] = psi0 / (nu0 - D - 1) = I
 
 
-def generating_prior() -> NormalInverseWishart:
-    """The NIW prior the clusters are drawn from (mu0 = 0, kappa0 = 0.01, nu0 = 6, psi0 = 3 I).
+def generating_prior(dim: int = DIM) -> NormalInverseWishart:
+    """The NIW prior the clusters are drawn from (mu0 = 0, kappa0 = 0.01, nu0 = dim + 4, psi0 = 3 I).
+
+    Parameters
+    ----------
+    dim : int
+        Dimension (2: the paper's).
 
     Returns
     -------
     NormalInverseWishart
         A fresh instance; also the recommended family for this dataset.
     """
-    return NormalInverseWishart(np.zeros(DIM), KAPPA0, NU0, PSI0_SCALE * np.eye(DIM))
+    return NormalInverseWishart(np.zeros(dim), KAPPA0, dim + NU0_EXCESS, PSI0_SCALE * np.eye(dim))
 
 
-def describe(*, n: int, n_clusters: int, seed: int) -> dict:
+def describe(*, n: int, n_clusters: int, dim: int, seed: int) -> dict:
     """Metadata of ``synth-chang2013`` for the given parameters (no data is generated)."""
     return make_meta(
         source="generated (seeded)",
@@ -38,21 +45,21 @@ def describe(*, n: int, n_clusters: int, seed: int) -> dict:
         citation="J. Chang and J. W. Fisher III, Parallel Sampling of DP Mixture Models using "
                  "Sub-Cluster Splits, NIPS 2013",
         preprocessing=(f"{n_clusters} components (mean, covariance) ~ NIW(mu0=0, kappa0={KAPPA0:g}, "
-                       f"nu0={NU0:g}, psi0={PSI0_SCALE:g} I); weights ~ Dirichlet(10 * 1); "
+                       f"nu0={dim + NU0_EXCESS:g}, psi0={PSI0_SCALE:g} I); weights ~ Dirichlet(10 * 1); "
                        f"labels i.i.d. from the weights; seed {seed}"),
         substitute=False,
         n=n,
-        dim=DIM,
-        description=(f"{n} points from {n_clusters} 2-D Gaussians drawn from a normal-inverse-Wishart "
+        dim=dim,
+        description=(f"{n} points from {n_clusters} {dim}-D Gaussians drawn from a normal-inverse-Wishart "
                      "prior, after Chang & Fisher (2013); regenerated from the recipe, not the "
                      "authors' draw"),
     )
 
 
-def generate(*, n: int, n_clusters: int, seed: int):
+def generate(*, n: int, n_clusters: int, dim: int, seed: int):
     """Draw the points; returns ``(X, labels, family)``."""
     rng_params, rng_labels, rng_data = seeded_streams(seed, 3)
-    family = generating_prior()
+    family = generating_prior(dim)
     params = family.sample_params(family.empty_stats(n_clusters), rng_params)
     labels = mixture_labels(rng_labels, n, n_clusters)
     return family.sample_data(params, labels, rng_data), labels, family
@@ -61,10 +68,12 @@ def generate(*, n: int, n_clusters: int, seed: int):
 BUILDER = Builder(
     name="synth-chang2013",
     parameters=(
-        # upper bounds: a name cannot ask for absurd memory (10^7 points: 160 MB) or time
+        # upper bounds: a name cannot ask for absurd memory (10^7 points: 160 MB in 2-D) or time
         # (drawing the points takes n x n_clusters steps)
         Parameter("n", int, 100_000, low=10, high=10_000_000),
         Parameter("n_clusters", int, 10, low=1, high=1_000),
+        # 10^7 points in 64-D: 5 GB, the most a name may ask for
+        Parameter("dim", int, DIM, low=1, high=64),
         Parameter("seed", int, 0, low=0),
     ),
     describe=describe,

@@ -107,6 +107,18 @@ def test_chang2013_defaults_and_clusters():
     assert np.linalg.norm(m_small - m_big) < 1.0
 
 
+
+def test_chang2013_in_more_dimensions_keeps_the_recipe():
+    ds = datasets.load("synth-chang2013?n=20000&n_clusters=20&dim=10")
+    assert ds.X.shape == (20000, 10) and np.unique(ds.labels).size == 20
+    assert datasets.describe("synth-chang2013?dim=10")["dim"] == 10
+    fam = ds.family
+    assert fam.dim == 10 and fam.nu0 == 14 and np.allclose(fam.psi0, 3 * np.eye(10))  # E[Sigma] = I still
+    # E[Sigma] = I: the points' spread about their cluster's mean is about one in every direction
+    within = np.concatenate([ds.X[ds.labels == k] - ds.X[ds.labels == k].mean(axis=0) for k in range(20)])
+    assert 0.5 < within.var(axis=0).mean() < 2.0
+    assert datasets.canonical_name("synth-chang2013?dim=2") == "synth-chang2013"  # the paper's set
+
 def test_wang2017_default_size_is_the_papers_and_vectorised():
     ds, lines = python_lines(datasets.load, "synth-wang2017")
     assert 40_000 <= ds.X.shape[0] <= 260_000 and ds.X.shape[1] == 2

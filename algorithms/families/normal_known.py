@@ -14,7 +14,7 @@ from .._numba_cache import kernel
 from .._numerics import LOG_2PI
 from ..constraints import Interval
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
-from .niw import SMALL_D, GaussianParams, fused_gaussian_subcluster_draw, gaussian_loglik
+from .niw import FUSED_MAX_D, SMALL_D, GaussianParams, fused_gaussian_subcluster_draw, gaussian_loglik
 
 #: sigma and sigma0: the variances and their squares (the marginal divides by var ** 2) stay
 #: finite doubles (at sigma = 1e150, var ** 2 overflowed: found by a property test)
@@ -133,8 +133,8 @@ class NormalKnownCovariance(Family):
         return self.dim > SMALL_D
 
     def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
-        """See :meth:`Family.fused_subcluster_draw`: the NIW family's compiled pass (D <= 8)."""
-        if self.dim > SMALL_D:
+        """See :meth:`Family.fused_subcluster_draw`: the NIW family's compiled pass (D <= 16)."""
+        if self.dim > FUSED_MAX_D:
             return None
         z, zs, (n, s1, s2) = fused_gaussian_subcluster_draw(X, self.mu0, self._as_gaussian(params), log_weights,
                                                              self._as_gaussian(sub_params), sub_log_weights, rng,
