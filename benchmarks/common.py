@@ -239,18 +239,23 @@ class Gemm:
     def run(self) -> np.ndarray:
         # writing into a preallocated buffer: a fresh 560 MB result would mostly time page
         # faults (about 2x slower here), not the GEMM
-        return np.matmul(self.X, self.W, out=self.out)
+        rows = self.out.shape[0]
+        for a in range(0, self.X.shape[0], rows):  # one product, or row blocks into one buffer
+            b = min(a + rows, self.X.shape[0])
+            np.matmul(self.X[a:b], self.W, out=self.out[:b - a])
+        return self.out
 
 
-def gemm(n: int, dim: int, n_components: int, X: np.ndarray | None = None) -> Gemm:
+def gemm(n: int, dim: int, n_components: int, X: np.ndarray | None = None, rows: int | None = None) -> Gemm:
     """A warmed-up :class:`Gemm` of shape ``(n x dim) @ (dim x n_components*dim)``.
 
     ``X`` defaults to standard normal data; pass the label step's data to use the very same
-    left operand.
+    left operand. ``rows``: the product in blocks of this many rows written into one buffer
+    (a million-row product would otherwise time the writing of gigabytes, not the arithmetic).
     """
     rng = np.random.default_rng([SEED, n, dim, n_components, 1])
     X = rng.standard_normal((n, dim)) if X is None else np.ascontiguousarray(X)
     W = rng.standard_normal((dim, n_components * dim))
-    problem = Gemm(X, W, np.empty((n, n_components * dim)))
+    problem = Gemm(X, W, np.empty((min(n, rows or n), n_components * dim)))
     problem.run()
     return problem

@@ -2,15 +2,17 @@
 
 Usage::
 
-    python -m benchmarks.peers [--cap 60] [--budget 20] [--json results/peers.json] [--only target]
+    python -m benchmarks.peers [--cap 60] [--scale-cap 120] [--budget 20] [--json results/peers.json] [--only target]
 
-Two measurements, every method in this one process, scored by the suite's own scorer
-(``reports.metrics``) and, for the second, the suite's held-out predictive density:
+Three measurements, every method in this one process, scored by the suite's own scorer
+(``reports.metrics``) and, for the last, the suite's held-out predictive density:
 
 - ``target``: on 100k x 2-D points from four well-separated Gaussians (:data:`TARGET_DATASET`),
   the wall time from the start of ``init`` (included) to the first state with NMI >= 0.99 and
   K = 4, capped at ``--cap`` seconds (a method that does not get there is reported with its
   final NMI and K); a peer that declares itself converged stops there;
+- ``scale``: the same on a million 10-D points from 20 Gaussians (:data:`SCALE_DATASET`, Chang &
+  Fisher's recipe in 10-D), to NMI >= 0.99 and K = 20, capped at ``--scale-cap`` seconds;
 - ``equal-time``: on MNIST-10k and Fashion-MNIST-10k (PCA 50), every method runs for the same
   ``--budget`` seconds (it stops at the first step past it) on the training part of the suite's
   seeded held-out split (``datasets.holdout``); NMI on the training points and the mean
@@ -50,10 +52,13 @@ from dpmmbench.workflows.driver import heldout_lpd
 #: largest cluster standard deviation ~1.2)
 TARGET_DATASET = "synth-chang2013?n=100000&n_clusters=4"
 TARGET_NMI, TARGET_K = 0.99, 4
+#: a million points from 20 clusters in 10-D: where the papers' speed matters
+SCALE_DATASET = "synth-chang2013?n=1000000&n_clusters=20&dim=10"
+SCALE_K = 20
 EQUAL_TIME_DATASETS = ("mnist10k?n=10000&pca=50", "fashion-mnist?n=10000&pca=50")
 
 #: our samplers in each measurement (the peers are every peer the registry knows)
-OURS = {"target": ("subc",), "equal-time": ("subc", "gibbs")}
+OURS = {"target": ("subc",), "scale": ("subc",), "equal-time": ("subc", "gibbs")}
 
 #: option sets run for a method besides its defaults, per measurement: settings a user would
 #: reasonably pick from the library's own documentation, never a handicap (the defaults always
@@ -66,6 +71,7 @@ VARIANTS = {
         # sweep is its own way to go faster
         "dpgmm": ({"batch_size": 1024},),
     },
+    "scale": {"bnpy-memovb": ({"K": 1},), "dpgmm": ({"batch_size": 1024},)},
     "equal-time": {"dpgmm": ({"batch_size": 256},)},
 }
 
@@ -221,7 +227,7 @@ def _not_installed(missing: dict[str, str]) -> list[dict]:
 
 
 def time_to_target(dataset=TARGET_DATASET, cap=60.0, runs=None, missing=None, nmi_target=TARGET_NMI,
-                   k_target=TARGET_K) -> dict:
+                   k_target=TARGET_K, measurement="target") -> dict:
     """Wall time of each method to NMI >= ``nmi_target`` with K = ``k_target`` on ``dataset``.
 
     Parameters
@@ -231,21 +237,23 @@ def time_to_target(dataset=TARGET_DATASET, cap=60.0, runs=None, missing=None, nm
     cap : float
         Seconds of sampler time after which a method stops (> 0).
     runs, missing : optional
-        ``(name, options)`` pairs and missing peers; default :func:`methods` ``("target")``.
+        ``(name, options)`` pairs and missing peers; default :func:`methods` ``(measurement)``.
     nmi_target : float
         NMI to reach, in (0, 1].
     k_target : int
         Number of clusters the state must have at the same time.
+    measurement : {"target", "scale"}
+        Whose methods run by default (:func:`methods`).
 
     Returns
     -------
     dict
         ``dataset``, ``n_points``, ``cap_s``, ``nmi_target``, ``k_target`` and ``rows`` (see
         :func:`_chain`, run by :func:`run_isolated`; stopped, failed and not-installed methods
-        have a ``status`` saying so).
+        have a ``status`` saying so) and ``peers`` (the names among them that are peers).
     """
     if runs is None:
-        runs, default_missing = methods("target")
+        runs, default_missing = methods(measurement)
         missing = default_missing if missing is None else missing
     ds = datasets.load(dataset)
     rows = []
@@ -254,7 +262,8 @@ def time_to_target(dataset=TARGET_DATASET, cap=60.0, runs=None, missing=None, nm
         rows.append(run_isolated(name, options, ds.X, ds.labels, ds.family, cap, target=(nmi_target, k_target)))
     rows += _not_installed(missing or {})
     return dict(dataset=dataset, n_points=int(ds.X.shape[0]), dim=int(ds.X.shape[1]), cap_s=cap,
-                nmi_target=nmi_target, k_target=k_target, rows=rows)
+                nmi_target=nmi_target, k_target=k_target, rows=rows,
+                peers=sorted({name for name, _ in runs if algorithms.get(name).external} | set(missing or {})))
 
 
 def equal_time(dataset_names=EQUAL_TIME_DATASETS, budget=20.0, runs=None, missing=None) -> dict:
@@ -303,17 +312,22 @@ def _plain(value):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cap", type=float, default=60.0, help="seconds each method gets to reach the target")
+    parser.add_argument("--scale-cap", type=float, default=120.0,
+                        help="seconds each method gets to reach the target on the million-point set")
     parser.add_argument("--budget", type=float, default=20.0, help="seconds every method gets in equal-time")
-    parser.add_argument("--only", nargs="+", choices=("target", "equal-time"), help="just these measurements")
+    parser.add_argument("--only", nargs="+", choices=("target", "scale", "equal-time"), help="just these measurements")
     parser.add_argument("--json", type=Path, help="also write the rows and machine info to this JSON file")
     args = parser.parse_args(argv)
-    if not args.cap > 0 or not args.budget > 0:
-        parser.error("--cap and --budget must be > 0 seconds")
+    if not (args.cap > 0 and args.scale_cap > 0 and args.budget > 0):
+        parser.error("--cap, --scale-cap and --budget must be > 0 seconds")
 
-    wanted = args.only or ("target", "equal-time")
+    wanted = args.only or ("target", "scale", "equal-time")
     result = dict(machine=machine_info(), load_before=list(os.getloadavg()))
     if "target" in wanted:
         result["time_to_target"] = time_to_target(cap=args.cap)
+    if "scale" in wanted:
+        result["time_to_target_scale"] = time_to_target(SCALE_DATASET, cap=args.scale_cap, k_target=SCALE_K,
+                                                        measurement="scale")
     if "equal-time" in wanted:
         result["equal_time"] = equal_time(budget=args.budget)
     result["load_after"] = list(os.getloadavg())

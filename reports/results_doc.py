@@ -59,8 +59,8 @@ def peers_section(result: dict) -> str:
     """The measurements of ``benchmarks.peers`` as Markdown: time to target, equal time, the
     settings every method ran with and the machine (with its load) they ran on."""
     parts = []
-    target = result.get("time_to_target")
-    if target is not None:
+    targets = [result[key] for key in ("time_to_target", "time_to_target_scale") if result.get(key) is not None]
+    for target in targets:
         lines = [f"Wall time from the start of `init` to the first state with NMI ≥ {target['nmi_target']} and "
                  f"K = {target['k_target']} on `{target['dataset']}` ({target['n_points']:,} x {target['dim']}-D), "
                  f"each method capped at {target['cap_s']:g} s; \"K over time\" lists K after each change "
@@ -70,6 +70,7 @@ def peers_section(result: dict) -> str:
         for r in target["rows"]:
             lines.append(_peer_row(r, [_target_time(r, target["cap_s"]), r.get("iterations"), _fmt(r.get("init_s"), 2),
                                        _fmt(r.get("nmi"), 3), r.get("n_clusters"), _k_changes(r)]))
+        lines += _lead(target)
         parts.append("\n".join(lines))
     equal = result.get("equal_time")
     if equal is not None:
@@ -89,7 +90,7 @@ def peers_section(result: dict) -> str:
                 lines.append(_peer_row(r, [r.get("iterations"), _fmt(r.get("time_s"), 1), _fmt(r.get("nmi"), 3),
                                            r.get("n_clusters"), _fmt(r.get("heldout_lpd"), 3), note]))
             parts.append("\n".join(lines))
-    blocks = ([target] if target else []) + (equal["datasets"] if equal else [])
+    blocks = targets + (equal["datasets"] if equal else [])
     settings: dict[str, dict[str, list[str]]] = {}  # run -> its settings (as JSON) -> the datasets
     hints = {}
     for block in blocks:
@@ -124,6 +125,28 @@ def _peer_row(r: dict, cells) -> str:
     if r["status"] == "not installed" or r["status"].startswith("failed"):
         return f"| `{r['method']}` | {options} | {r['status']} |" + " |" * (len(cells) - 1)
     return f"| `{r['method']}` | {options} | " + " | ".join("" if c is None else str(c) for c in cells) + " |"
+
+
+def _lead(target: dict) -> list[str]:
+    """One line per run of ours that reached the target: how many times faster than the fastest
+    peer that did, or at least how many times faster than the cap when no peer did."""
+    reached = [r for r in target["rows"] if r["status"] == "reached"]
+    ours = [r for r in reached if r["method"] not in target.get("peers", _PEERS_OF_OLD_RECORDS)]
+    theirs = [r for r in reached if r not in ours]
+    lines = []
+    for r in ours:
+        if theirs:
+            best = min(theirs, key=lambda p: p["time_s"])
+            lines.append(f"- {_run_name(r)}: {best['time_s'] / r['time_s']:.1f}x faster than the fastest peer that "
+                         f"reached the target, {_run_name(best)} ({best['time_s']:.2f} s).")
+        else:
+            lines.append(f"- {_run_name(r)}: no peer reached the target within {target['cap_s']:g} s: at least "
+                         f"{target['cap_s'] / r['time_s']:.1f}x faster than every peer.")
+    return [""] + lines if lines else []
+
+
+#: peers' registry names, for records written before ``benchmarks.peers`` listed them
+_PEERS_OF_OLD_RECORDS = ("sklearn-bgm", "bnpy-memovb", "bmcc", "dpgmm")
 
 
 def _target_time(r: dict, cap: float) -> str:

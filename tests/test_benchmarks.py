@@ -104,6 +104,10 @@ def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
     dataset = "synth-chang2013?n=2000&n_clusters=4"
     result = {"machine": peers.machine_info(),
               "time_to_target": peers.time_to_target(dataset, cap=2.0, runs=runs, missing=missing),
+              # the million-point measurement's recipe, small: 10-D, its own K
+              "time_to_target_scale": peers.time_to_target("synth-chang2013?n=3000&n_clusters=3&dim=10", cap=5.0,
+                                                           k_target=3, measurement="scale", runs=runs[:1],
+                                                           missing={}),
               "equal_time": peers.equal_time([dataset], budget=0.5, runs=runs[:1], missing={})}
     result = json.loads(json.dumps(result, default=peers._plain))  # what the JSON file holds
 
@@ -119,6 +123,11 @@ def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
     page = results_doc.render(peers=result)
     assert "## Side by side with peers" in page and "| `subc` | defaults |" in page
     assert "| `dpgmm` | defaults | not installed |" in page and missing["dpgmm"] in page
+    scale = result["time_to_target_scale"]
+    assert scale["dim"] == 10 and scale["k_target"] == 3 and scale["rows"][0]["status"] == "reached"
+    assert result["time_to_target"]["peers"] == ["bmcc", "bnpy-memovb", "dpgmm", "sklearn-bgm"]
+    # subc's lead over the peers in words: none ran on the 10-D set, so at least cap / its time
+    assert "`subc`: no peer reached the target within 5 s: at least" in page
     assert f"### {dataset} (1,800 training + 200 held-out points, 2-D)" in page
     source, out = tmp_path / "peers.json", tmp_path / "results.md"
     source.write_text(json.dumps(result))
