@@ -138,6 +138,23 @@ def test_subclusters_split_from_one_cluster():
     assert accepted >= 5 and len(np.unique(state.labels)) >= 8
 
 
+@pytest.mark.parametrize("init_clusters, alpha", [(50, 1.0), (1, 100.0)])
+def test_approx_ends_near_the_true_number_of_clusters(init_clusters, alpha):
+    """Regression (issue 34): ``subc-supc-approx`` proposes unburnt splits every step. With
+    the exact pieces of ``subc-supc`` (no cluster emptied by the label step, 5 random merge
+    proposals a step) the splits outran the merges: here 552 clusters after 60 steps from 50,
+    949 from one at alpha = 100 (truth 10); 13 and 14 now, with Chang's code's label step
+    (emptied clusters deleted) and merges (every pair within a super-cluster)."""
+    ds = datasets.load("synth-chang2013?n=5000")
+    truth = len(np.unique(ds.labels))
+    s = algorithms.make("subc-supc-approx", family=ds.family, alpha=alpha, seed=0)
+    state = s.init(ds.X, init_clusters=init_clusters)
+    for _ in range(60):
+        state = s.step(state)
+        np.testing.assert_allclose(state.sub_stats.n.reshape(-1, 2).sum(axis=1), np.bincount(state.labels))
+    assert truth == 10 and len(np.unique(state.labels)) <= 2 * truth
+
+
 def wine_training_split():
     """scikit-learn's wine (bundled with it): the standardised 75 % stratified training split,
     and the estimator's default family for it. Collapsed Gibbs puts it in one large cluster
