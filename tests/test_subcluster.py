@@ -21,7 +21,9 @@ from dpmmbench.algorithms.exact import exact_posterior
 from dpmmbench.algorithms.families import NormalInverseWishart
 from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters, take_params
 from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
-from dpmmbench.algorithms.subcluster import _log_q_dircat, _split_log_ratio, random_split_log_ratio
+from dpmmbench.algorithms.joint import log_joint
+from dpmmbench.algorithms.subcluster import (_log_q_dircat, _split_log_ratio, random_split_log_ratio,
+                                             supercluster_groups)
 from conftest import PROBLEMS
 
 
@@ -136,6 +138,88 @@ def test_subclusters_split_from_one_cluster():
         n = np.bincount(state.labels)
         np.testing.assert_allclose(state.sub_stats.n.reshape(-1, 2).sum(axis=1), n)
     assert accepted >= 5 and len(np.unique(state.labels)) >= 8
+
+
+@pytest.mark.parametrize("init_clusters, alpha", [(50, 1.0), (1, 100.0)])
+def test_approx_ends_near_the_true_number_of_clusters(init_clusters, alpha):
+    """Regression (issue 34): ``subc-supc-approx`` proposes unburnt splits every step. With
+    the exact pieces of ``subc-supc`` (no cluster emptied by the label step, 5 random merge
+    proposals a step) the splits outran the merges: here 552 clusters after 60 steps from 50,
+    949 from one at alpha = 100 (truth 10); 13 and 14 now, with Chang's code's label step
+    (emptied clusters deleted) and merges (every pair within a super-cluster)."""
+    ds = datasets.load("synth-chang2013?n=5000")
+    truth = len(np.unique(ds.labels))
+    s = algorithms.make("subc-supc-approx", family=ds.family, alpha=alpha, seed=0)
+    state = s.init(ds.X, init_clusters=init_clusters)
+    for _ in range(60):
+        state = s.step(state)
+        np.testing.assert_allclose(state.sub_stats.n.reshape(-1, 2).sum(axis=1), np.bincount(state.labels))
+    assert truth == 10 and len(np.unique(state.labels)) <= 2 * truth
+
+
+def test_subc_supc_ratios_are_the_log_joint_change():
+    """Issue 34: ``subc-supc`` settles 100-2,500 nats below the plateau. Its acceptance ratios are
+    not the cause: on states of a running chain (super-clusters and all), the sub-cluster split's
+    log ratio is the exact change of log p(x, z), and the random split's and merge's are that
+    change plus the log proposal ratio, from selection probabilities counted by brute force
+    (pairs within a super-cluster) and the Dirichlet-categorical labelling probability."""
+    ds = datasets.load("synth-chang2013?n=2000")
+    fam, X, alpha, p = ds.family, ds.X, 3.0, 0.01  # alpha != 1: log alpha counts
+    s = algorithms.make("subc-supc", family=fam, alpha=alpha, seed=0)
+    state = s.init(X, init_clusters=1)
+    rng = np.random.default_rng(1)
+
+    def log_q(nl, nr):  # a Dirichlet-categorical labelling with Dir(alpha/2, alpha/2)
+        return (gammaln(alpha) - gammaln(alpha + nl + nr) + gammaln(alpha / 2 + nl) + gammaln(alpha / 2 + nr)
+                - 2 * gammaln(alpha / 2))
+
+    def pairs(groups):
+        return sum(int(a == b) for a, b in itertools.combinations(groups, 2))
+
+    checked = {"sub": 0, "split": 0, "merge": 0}
+    for step in range(40):
+        state = s.step(state)
+        if step < 20 or step % 5:
+            continue
+        z, K = state.labels, len(state.splittable)
+        _, draw = s._draw_params(state.sub_stats, rng, alpha)
+        groups = supercluster_groups(fam.divergence(draw.theta), rng)
+        c = Clusters(fam, X, z.copy(), state.sublabels.copy(), state.sub_stats, state.history.copy(),
+                     state.splittable.copy(), groups)
+        base = log_joint(X, z, fam, alpha)
+        Ll, Lr, L = c.log_marginals(np.arange(K))
+        for k in range(K):
+            nl, nr = c.sizes(k)
+            if nl and nr:
+                moved = z.copy()
+                moved[c.subcluster(k, 1)] = K
+                assert _split_log_ratio(alpha, nl, nr, Ll[k], Lr[k], L[k]) == pytest.approx(
+                    log_joint(X, moved, fam, alpha) - base, abs=1e-6)
+                checked["sub"] += 1
+            halves, right = c.random_halves(k, 0.5, rng)
+            nl, nr = int(halves.n[0]), int(halves.n[1])
+            if nl and nr:
+                moved = z.copy()
+                moved[right] = K
+                after = pairs(np.append(groups, groups[k]))
+                La, Lb = fam.log_marginal_stats(halves)
+                expected = (log_joint(X, moved, fam, alpha) - base
+                            + math.log((1 - p) / after) - math.log(p / K) - math.log(2.0) - log_q(nl, nr))
+                assert random_split_log_ratio(alpha, p, K, after, nl, nr, La, Lb, L[k]) == pytest.approx(
+                    expected, abs=1e-6)
+                checked["split"] += 1
+        for a, b in itertools.combinations(range(K), 2):
+            if groups[a] != groups[b]:
+                continue
+            merged = np.where(z == b, a, z)
+            na, nb = c.size(a), c.size(b)
+            Lab = fam.log_marginal_stats(fam.sum_pairs(c.cluster_stats([a, b])))[0]
+            expected = (log_joint(X, merged, fam, alpha) - base
+                        + math.log(p / (K - 1)) + math.log(2.0) + log_q(na, nb) - math.log((1 - p) / pairs(groups)))
+            assert -random_split_log_ratio(alpha, p, K - 1, pairs(groups), na, nb, L[a], L[b], Lab) == pytest.approx(
+                expected, abs=1e-6)
+            checked["merge"] += 1
+    assert min(checked.values()) >= 5, checked
 
 
 def wine_training_split():
