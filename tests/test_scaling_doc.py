@@ -1,7 +1,8 @@
 """Measured scaling: ``python -m benchmarks.scaling`` writes a record of real iterations in
 worker x thread layouts, and ``reports.scaling_doc`` renders the committed records into
 docs/results.md and docs/deploy.md (regenerated here and compared), with the cost model's
-prediction beside each measured Dask row."""
+prediction beside each measured Dask row; ``python -m benchmarks.quality`` records clusters and
+NMI against time of the sharded samplers from one cluster, rendered beside them."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import scaling  # noqa: E402
+from benchmarks import quality, scaling  # noqa: E402
 from dpmmbench.reports import results_doc, scaling_doc  # noqa: E402
 
 
@@ -100,3 +101,59 @@ def test_bad_arguments_get_a_clear_error(argv, message, capsys, tmp_path):
     assert scaling.main(["--quick", "--out", str(tmp_path / "x.json"), *argv]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.fixture(scope="module")
+def quality_record(tmp_path_factory):
+    """A real quick quality record: subc and slice-mr from one cluster on 1 and 2 Dask workers."""
+    out = tmp_path_factory.mktemp("quality") / "2-core.json"
+    assert quality.main(["--quick", "--workers", "1,2", "--only", "subc", "slice-mr", "--out", str(out)]) == 0
+    return out
+
+
+def test_quality_record_holds_real_trajectories(quality_record):
+    data = json.loads(quality_record.read_text())
+    assert data["truth_k"] == 10 and data["n_points"] == 4000 and data["budget_s"] == 1.0
+    assert {(r["algorithm"], r["workers"]) for r in data["runs"]} == {("subc", 1), ("subc", 2), ("slice-mr", 1),
+                                                                     ("slice-mr", 2)}
+    for run in data["runs"]:
+        times = [t for t, _, _ in run["trajectory"]]
+        # from one cluster at time 0 (after init), then forward in time to the budget's last step
+        assert run["trajectory"][0][1] == 1 and times == sorted(times) and times[-1] >= 1.0
+        assert len(run["trajectory"]) <= quality.POINTS and run["iterations"] >= len(run["trajectory"]) - 1
+        assert (run["n_clusters"], run["nmi"]) == tuple(run["trajectory"][-1][1:])
+    # subc finds the ten well-separated clusters within its second on either layout
+    assert all(r["nmi"] > 0.9 for r in data["runs"] if r["algorithm"] == "subc")
+
+
+def test_quality_block_says_when_the_truth_was_reached_or_where_it_was_going(quality_record, tmp_path):
+    [loaded] = scaling_doc.load_quality(quality_record.parent)
+    text = scaling_doc.quality_block([loaded])
+    assert "| `subc` | 1 |" in text and "| `slice-mr` | 2 |" in text and "Fewer clusters with more workers" in text
+    # a made-up run that never gets there is described by its second half
+    run = {"algorithm": "x", "workers": 1, "iterations": 3, "n_clusters": 3, "nmi": 0.5,
+           "trajectory": [[0.0, 1, 0.0], [1.0, 2, 0.3], [2.0, 3, 0.5]]}
+    assert scaling_doc.reached_at(run, 10) is None and scaling_doc.reached_at(run, 4) == 2.0
+    assert "still rising: K 2 -> 3" in scaling_doc._course(run)
+    record = {**loaded, "runs": [run, {**run, "workers": 2, "n_clusters": 1,
+                                       "trajectory": [[0.0, 1, 0.0], [2.0, 1, 0.0]]}], "truth_k": 3}
+    assert "`x` (1: K 3, 2: K 1)" in scaling_doc.quality_block([record])
+    # beside the scaling records, results_block adds the section
+    assert "### Quality at scale" in scaling_doc.results_block(scaling_doc.load_records(ROOT / "docs" / "scaling"),
+                                                               [loaded])
+
+
+@pytest.mark.parametrize("content", ["{", '{"machine": {"cores": 2}, "truth_k": 10, "budget_s": 1, "runs": [{}]}'])
+def test_a_bad_quality_record_is_named(tmp_path, content):
+    (tmp_path / "bad.json").write_text(content)
+    with pytest.raises(ValueError, match="bad.json: not a quality record"):
+        scaling_doc.load_quality(tmp_path)
+
+
+@pytest.mark.parametrize("argv, message", [(["--workers", "0"], "--workers takes counts >= 1"),
+                                           (["--only", "gibbs"], "not sharded samplers: ['gibbs']"),
+                                           (["--budget", "0"], "--budget must be > 0")])
+def test_quality_bad_arguments_get_a_clear_error(argv, message, capsys, tmp_path):
+    assert quality.main(["--quick", "--out", str(tmp_path / "q.json"), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "q.json").exists()
