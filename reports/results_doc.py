@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -425,6 +426,30 @@ def render(perf=None, summary=None, exactness=None, tables=(), peers=None, scree
     return "\n".join(out) + "\n"
 
 
+#: the page's sections in the order :func:`render` writes them (heading prefixes)
+SECTION_ORDER = ("## The answer", "## Every method", "## Claims", "## Where the time", "## Scaling",
+                 "## Kernel speed", "## Side by side", "## Exactness", "## Workflow runs")
+
+
+def _sections(page: str) -> tuple[str, list[tuple[str, str]]]:
+    parts = re.split(r"(?m)^(?=## )", page)
+    return parts[0], [(part.splitlines()[0], part.rstrip("\n") + "\n") for part in parts[1:]]
+
+
+def splice(old: str, new: str) -> str:
+    """``old`` page with every section of the ``new`` one put in (replacing the section of the
+    same heading, else in :data:`SECTION_ORDER`'s place): a page updated from some inputs keeps
+    what the others gave it."""
+    head, sections = _sections(old)
+    merged = dict(sections)
+    merged.update(_sections(new)[1])
+
+    def rank(heading):
+        return next((i for i, prefix in enumerate(SECTION_ORDER) if heading.startswith(prefix)), len(SECTION_ORDER))
+
+    return head.rstrip("\n") + "\n\n" + "\n".join(text for _, text in sorted(merged.items(), key=lambda kv: rank(kv[0])))
+
+
 def trace_sections(paths) -> dict:
     """What the page says from the workflow's trace files, or the ``*.parquet`` files under
     folders among ``paths``, read once: ``screen`` (:func:`reports.answer.first_screen`),
@@ -502,6 +527,8 @@ def main(argv=None) -> int:
                         help="folder of scaling records (`python -m benchmarks.scaling`; default %(default)s, "
                              "skipped when it does not exist)")
     parser.add_argument("--out", type=Path, required=True, help="the Markdown file to write")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the sections of the existing --out that these inputs do not give")
     args = parser.parse_args(argv)
     inputs = [p for p in (args.perf, args.summary, args.exactness, args.peers, *(p for _, p in args.table)) if p]
     if not inputs and not args.traces:
@@ -533,6 +560,8 @@ def main(argv=None) -> int:
         peers=json.loads(args.peers.read_text()) if args.peers else None,
         **traced, figure=figure,
     )
+    if args.update and args.out.is_file():
+        page = splice(args.out.read_text(), page)
     atomic_write(args.out, lambda f: f.write(page.encode()))
     print(f"wrote {args.out}")
     return 0

@@ -155,3 +155,28 @@ def test_the_page_opens_with_the_answer_from_the_traces(tmp_path):
     empty = subprocess.run(cmd[:3] + ["--traces", str(tmp_path / "none"), "--out", str(out)],
                            capture_output=True, text=True)
     assert empty.returncode == 2 and "none" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_update_replaces_the_given_inputs_sections_and_keeps_the_rest(tmp_path):
+    page = tmp_path / "results.md"
+    perf = tmp_path / "perf.json"
+    perf.write_text(json.dumps({"machine": {"commit": "c1", "cpus": 2, "numba": "x", "numba_threads": 2,
+                                            "numpy": "y", "python": "z", "date": "d"}, "repeat": 3,
+                                "rows": [{"benchmark": "subc step", "problem": "p", "seconds": 0.5, "rate": 2.0,
+                                          "rate_unit": "M points/s"}]}))
+    table = tmp_path / "t.csv"
+    table.write_text("a,b\n1,2\n")
+    args = ["--scaling", str(tmp_path / "none"), "--out", str(page)]
+    assert results_doc.main(["--table", f"Extra={table}", *args]) == 0
+    assert results_doc.main(["--perf", str(perf), "--update", *args]) == 0
+    text = page.read_text()
+    # the kernel-speed section joins in its place, the table from the first run stays
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## Kernel speed (`python -m benchmarks.report`)", "## Extra"]
+    assert "| subc step | p | 500.0 |" in text and "| 1 | 2 |" in text
+    # again with a new number: replaced, not added twice
+    perf.write_text(perf.read_text().replace('"seconds": 0.5', '"seconds": 0.25'))
+    assert results_doc.main(["--perf", str(perf), "--update", *args]) == 0
+    text = page.read_text()
+    assert text.count("## Kernel speed") == 1 and "| subc step | p | 250.0 |" in text and "500.0" not in text
+    assert results_doc.splice(text, text) == text
