@@ -121,6 +121,10 @@ def slice_map(shard, payload: SlicePayload):
         members = np.flatnonzero(z == payload.k_star)
         star = int(members[rng.integers(members.size)])
     seeds = chunk_seeds(rng, N)
+    fused = family.fused_slice_draw(shard.X, payload.params, payload.log_w, z, star, payload.log_u_star, seeds)
+    if fused is not None:  # one pass, likelihoods of the components above each slice only
+        shard.labels[:] = fused[0]
+        return fused[1]
     out = shard.labels  # the shard's own labels (z holds the relabelled old ones): overwritten block by block
     # rows per block: (rows x K) stays in a core's L2, in whole chunks of seeded uniforms
     block = FUSED_CHUNK * max(1, min(2 ** 16 // max(K, 1), 16384) // FUSED_CHUNK)

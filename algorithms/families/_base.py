@@ -155,6 +155,19 @@ class Family(ABC):
         """
         return None
 
+    def fused_slice_draw(self, X, params, log_w, labels, star, log_u_star, seeds):
+        """Walker's slice step of ``slice-mr`` in one pass over ``X``, or ``None`` where the family
+        has no fused kernel for ``X`` (the caller composes :meth:`loglik`, the draw and
+        :meth:`stats`, ``slice_mr.slice_map``).
+
+        Components come sorted by decreasing ``log_w``. Row ``star`` (or none, -1) gets the
+        minimum slice ``log_u_star``, every other row ``u ~ U(u*, w_{labels[r]})``; the new label
+        is drawn from the likelihoods of the components above the slice only (a prefix). Chunk
+        ``c`` of ``_numerics.FUSED_CHUNK`` rows draws its two uniforms per row from a stream
+        seeded by ``seeds[c]``. Returns ``(labels, stats of the K components)``.
+        """
+        return None
+
     @abstractmethod
     def divergence(self, params) -> np.ndarray:
         """(K, K) symmetric KL (J-) divergence between components."""

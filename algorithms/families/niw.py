@@ -302,6 +302,13 @@ class NormalInverseWishart(Family):
                                                              sub_log_weights, rng, within)
         return z, zs, GaussianStats(n, s1, s2)
 
+    def fused_slice_draw(self, X, params, log_w, labels, star, log_u_star, seeds):
+        """See :meth:`Family.fused_slice_draw`: a compiled pass for D <= :data:`FUSED_MAX_D`."""
+        if self.dim > FUSED_MAX_D:
+            return None
+        z, (n, s1, s2) = fused_gaussian_slice_draw(X, self.mu0, params, log_w, labels, star, log_u_star, seeds)
+        return z, GaussianStats(n, s1, s2)
+
     def divergence(self, params):
         sigma = params.sigma
         prec = params.W @ np.swapaxes(params.W, -1, -2)
@@ -556,6 +563,63 @@ def _fused_subcluster_draw(X, shift, Ut, C, c, log_pi, sU, smu, sc, log_spi, old
             _add_point(X, r, shift, ch, 2 * k + h, n, s1, s2)
 
 
+def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
+    """Walker's slice step in one pass (few dimensions, see :meth:`Family.fused_slice_draw`):
+    per row its slice, the prefix of components above it (sorted by decreasing weight), the
+    label from their likelihoods alone (quadratic forms as in :func:`_fused_subcluster_draw`),
+    and its share of the K components' statistics, per row chunk."""
+    N, D = X.shape
+    K = C.shape[1]
+    u_star = math.exp(log_u_star)
+    for ch in prange(seeds.shape[0]):
+        np.random.seed(seeds[ch])
+        logw, acc, x = np.empty(K), np.empty(K), np.empty(D)
+        for r in range(ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)):
+            z = labels[r]
+            u_slice, u_draw = np.random.random(), np.random.random()
+            log_u = log_u_star if r == star else math.log(u_star + u_slice * (math.exp(log_w[z]) - u_star))
+            m = 0
+            while m < K and log_w[m] > log_u:
+                m += 1
+            m = max(m, z + 1)  # the row's own component is above its slice (rounding aside)
+            for a in range(D):
+                x[a] = X[r, a] - shift[a]
+            for k in range(m):
+                logw[k] = 0.0
+            for b in range(D):
+                for k in range(m):
+                    acc[k] = -C[b, k]
+                for a in range(b, D):
+                    xa = x[a]
+                    for k in range(m):
+                        acc[k] += Ut[b, a, k] * xa
+                for k in range(m):
+                    logw[k] += acc[k] * acc[k]
+            for k in range(m):
+                logw[k] = c[k] - 0.5 * logw[k]
+            k = sample_log_weights(logw, m, u_draw)
+            out[r] = k
+            _add_point(X, r, shift, ch, k, n, s1, s2)
+
+
+def fused_gaussian_slice_draw(X, shift, params: GaussianParams, log_w, labels, star, log_u_star, seeds):
+    """:func:`_fused_slice_draw` on Gaussian components (D <= :data:`FUSED_MAX_D`): new labels
+    and ``(n, sum x, sum x x^T)`` of the K components, centred at ``shift``."""
+    X = np.asarray(X, dtype=np.float64)
+    N, D = X.shape
+    K = len(log_w)
+    C = len(seeds)
+    out = np.empty(N, dtype=np.int64)
+    n, s1, s2 = np.zeros((C, K)), np.zeros((C, K, D)), np.zeros((C, K, D, D))
+    U = _upper_factors(params.W)
+    const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
+    _FUSED_SLICE_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](
+        X, shift, np.ascontiguousarray(np.transpose(U, (1, 2, 0))),
+        np.ascontiguousarray(np.einsum("kba,ka->bk", U, params.mu - shift)), const, np.ascontiguousarray(log_w),
+        np.ascontiguousarray(labels, dtype=np.int64), int(star), float(log_u_star), seeds, out, n, s1, s2)
+    return out, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
+
+
 def _upper_factors(W):
     """Upper-triangular ``U`` with ``U^T U = W W^T`` for each (D, D) factor in ``W`` (the R of
     a QR of ``W^T``; its rows' signs do not matter to ``||U d||``)."""
@@ -600,6 +664,7 @@ SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
 SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
 _FUSED_SUBCLUSTER_DRAW = parallel_variants(_fused_subcluster_draw)
+_FUSED_SLICE_DRAW = parallel_variants(_fused_slice_draw)
 
 
 

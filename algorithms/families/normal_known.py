@@ -14,7 +14,8 @@ from .._numba_cache import kernel
 from .._numerics import LOG_2PI
 from ..constraints import Interval
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
-from .niw import FUSED_MAX_D, SMALL_D, GaussianParams, fused_gaussian_subcluster_draw, gaussian_loglik
+from .niw import (FUSED_MAX_D, SMALL_D, GaussianParams, fused_gaussian_slice_draw, fused_gaussian_subcluster_draw,
+                  gaussian_loglik)
 
 #: sigma and sigma0: the variances and their squares (the marginal divides by var ** 2) stay
 #: finite doubles (at sigma = 1e150, var ** 2 overflowed: found by a property test)
@@ -140,6 +141,14 @@ class NormalKnownCovariance(Family):
                                                              self._as_gaussian(sub_params), sub_log_weights, rng,
                                                              within)
         return z, zs, IsotropicStats(n, s1, np.trace(s2, axis1=1, axis2=2).copy())
+
+    def fused_slice_draw(self, X, params, log_w, labels, star, log_u_star, seeds):
+        """See :meth:`Family.fused_slice_draw`: the NIW family's compiled pass (D <= 16)."""
+        if self.dim > FUSED_MAX_D:
+            return None
+        z, (n, s1, s2) = fused_gaussian_slice_draw(X, self.mu0, self._as_gaussian(params), log_w, labels, star,
+                                                   log_u_star, seeds)
+        return z, IsotropicStats(n, s1, np.trace(s2, axis1=1, axis2=2).copy())
 
     def divergence(self, params):
         mu = params.mu
