@@ -129,20 +129,26 @@ def _peer_row(r: dict, cells) -> str:
 
 
 def _lead(target: dict) -> list[str]:
-    """One line per run of ours that reached the target: how many times faster than the fastest
-    peer that did, or at least how many times faster than the cap when no peer did."""
-    reached = [r for r in target["rows"] if r["status"] == "reached"]
-    ours = [r for r in reached if r["method"] not in target.get("peers", _PEERS_OF_OLD_RECORDS)]
-    theirs = [r for r in reached if r not in ours]
+    """One line per run of ours that reached the target: its time against the fastest peer that
+    reached it too, and at least how many times faster than the peers that did not within the cap."""
+    peers = target.get("peers", _PEERS_OF_OLD_RECORDS)
+    ran = [r for r in target["rows"] if r["status"] != "not installed"]
+    ours = [r for r in ran if r["method"] not in peers and r["status"] == "reached"]
+    reached = [r for r in ran if r["method"] in peers and r["status"] == "reached"]
+    missed = sorted({_run_name(r) for r in ran if r["method"] in peers and r["status"] != "reached"})
     lines = []
     for r in ours:
-        if theirs:
-            best = min(theirs, key=lambda p: p["time_s"])
-            lines.append(f"- {_run_name(r)}: {best['time_s'] / r['time_s']:.1f}x faster than the fastest peer that "
-                         f"reached the target, {_run_name(best)} ({best['time_s']:.2f} s).")
-        else:
-            lines.append(f"- {_run_name(r)}: no peer reached the target within {target['cap_s']:g} s: at least "
-                         f"{target['cap_s'] / r['time_s']:.1f}x faster than every peer.")
+        parts = []
+        if reached:
+            best = min(reached, key=lambda p: p["time_s"])
+            ratio = best["time_s"] / r["time_s"]
+            parts.append(f"{ratio:.1f}x faster than" if ratio >= 1 else f"{1 / ratio:.1f}x slower than")
+            parts[-1] += f" the fastest peer that reached it, {_run_name(best)} ({best['time_s']:.2f} s)"
+        if missed:
+            parts.append(f"at least {target['cap_s'] / r['time_s']:.1f}x faster than {', '.join(missed)} "
+                         f"(not there within {target['cap_s']:g} s)")
+        if parts:  # else no peer ran
+            lines.append(f"- {_run_name(r)} ({r['time_s']:.2f} s): " + "; ".join(parts) + ".")
     return [""] + lines if lines else []
 
 

@@ -46,26 +46,43 @@ K_TOLERANCE = 0.3
 ROW_KEYS = ("algorithm", "dataset", "backend", "workers", "threads", "seconds_per_iteration", "n_clusters", "nmi")
 
 
+def _load(folder: Path, kind: str, check) -> list[dict]:
+    """Every JSON record in ``folder`` (none if it does not exist) that ``check`` accepts, with its
+    ``path``, fewest cores first; ``check(record)`` raises KeyError, IndexError, TypeError or
+    ValueError for a record that lacks a field."""
+    records = []
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            check(record)
+            cores = int(record["machine"]["cores"])
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: not a {kind} record ({exc})") from None
+        records.append({**record, "path": path.as_posix(), "cores": cores})
+    return sorted(records, key=lambda r: (r["cores"], r["path"]))
+
+
+def _check_scaling(record: dict):
+    missing = sorted({k for row in record["rows"] for k in ROW_KEYS if k not in row})
+    if missing or not record["rows"]:
+        raise ValueError(f"rows lack {', '.join(missing) or 'everything (no rows)'}")
+
+
+def _check_quality(record: dict):
+    int(record["truth_k"]), float(record["budget_s"])
+    for run in record["runs"]:
+        run["algorithm"], int(run["workers"]), run["trajectory"][-1][2]
+
+
 def load_records(folder: Path = RECORDS) -> list[dict]:
-    """Every record in ``folder``, fewest cores first.
+    """Every scaling record in ``folder``, fewest cores first.
 
     Raises
     ------
     ValueError
         A record that is not JSON or lacks a field, named with its file.
     """
-    records = []
-    for path in sorted(Path(folder).glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-            cores = int(record["machine"]["cores"])
-            missing = sorted({k for row in record["rows"] for k in ROW_KEYS if k not in row})
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: not a scaling record ({exc})") from None
-        if missing or not record["rows"]:
-            raise ValueError(f"{path}: rows lack {', '.join(missing) or 'everything (no rows)'}")
-        records.append({**record, "path": path.as_posix(), "cores": cores})
-    return sorted(records, key=lambda r: (r["cores"], r["path"]))
+    return _load(folder, "scaling", _check_scaling)
 
 
 def load_quality(folder: Path = QUALITY) -> list[dict]:
@@ -76,17 +93,7 @@ def load_quality(folder: Path = QUALITY) -> list[dict]:
     ValueError
         A record that is not JSON or lacks a field, named with its file.
     """
-    records = []
-    for path in sorted(Path(folder).glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-            int(record["truth_k"]), float(record["budget_s"]), int(record["machine"]["cores"])
-            for run in record["runs"]:
-                run["algorithm"], int(run["workers"]), run["trajectory"][-1][2]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: not a quality record ({exc!r})") from None
-        records.append({**record, "path": path.as_posix()})
-    return sorted(records, key=lambda r: (r["machine"]["cores"], r["path"]))
+    return _load(folder, "quality", _check_quality)
 
 
 def reached_at(run: dict, truth_k: int, tolerance: float = K_TOLERANCE) -> float | None:
@@ -134,8 +141,8 @@ def quality_block(records: list[dict]) -> str:
                          f"{f'{at:.1f}' if at is not None else 'no: ' + _course(run)} | {run['n_clusters']} | "
                          f"{run['nmi']:.3f} | {_k_over_time(run)} |")
         fewer = [f"`{a}` ({', '.join(f'{w}: K {k}' for w, k in ks)})" for a, ks in final.items()
-                 if len(ks) > 1 and min(k for _, k in ks[1:]) < ks[0][1] - K_TOLERANCE * truth]
-        lines += ["", "Fewer clusters with more workers (by more than the tolerance): "
+                 if len(ks) > 1 and min(k for _, k in ks[1:]) < (1 - K_TOLERANCE) * ks[0][1]]
+        lines += ["", f"Fewer clusters with more workers (more than {K_TOLERANCE:.0%} fewer than on the fewest): "
                   + ("; ".join(fewer) if fewer else "none") + "."]
     return "\n".join(lines)
 

@@ -129,7 +129,7 @@ def test_quality_record_holds_real_trajectories(quality_record):
 def test_quality_block_says_when_the_truth_was_reached_or_where_it_was_going(quality_record, tmp_path):
     [loaded] = scaling_doc.load_quality(quality_record.parent)
     text = scaling_doc.quality_block([loaded])
-    assert "| `subc` | 1 |" in text and "| `slice-mr` | 2 |" in text and "Fewer clusters with more workers" in text
+    assert "| `subc` | 1 |" in text and "| `slice-mr` | 2 |" in text and "Fewer clusters with more workers (more than 30% fewer" in text
     # a made-up run that never gets there is described by its second half
     run = {"algorithm": "x", "workers": 1, "iterations": 3, "n_clusters": 3, "nmi": 0.5,
            "trajectory": [[0.0, 1, 0.0], [1.0, 2, 0.3], [2.0, 3, 0.5]]}

@@ -515,14 +515,34 @@ def _blocked_quadform(Y, B, c, out):
             out[r, k] = c[k] - 0.5 * q
 
 
+@kernel(inline="always")
+def _centred_quadforms(X, r, shift, Ut, C, m, x, acc, out):
+    """``out[k] = ||U_k (x_r - mu_k)||^2`` for the first ``m`` components (``Ut[b, a, k] = U_k[b, a]``
+    upper-triangular, ``C[b, k] = (U_k (mu_k - shift))_b``), with ``x`` the row centred at ``shift``;
+    the innermost loop runs over the components, so it vectorises."""
+    D = X.shape[1]
+    for a in range(D):
+        x[a] = X[r, a] - shift[a]
+    for k in range(m):
+        out[k] = 0.0
+    for b in range(D):
+        for k in range(m):
+            acc[k] = -C[b, k]
+        for a in range(b, D):
+            xa = x[a]
+            for k in range(m):
+                acc[k] += Ut[b, a, k] * xa
+        for k in range(m):
+            out[k] += acc[k] * acc[k]
+
+
 def _fused_subcluster_draw(X, shift, Ut, C, c, log_pi, sUt, smu, sc, log_spi, old, groups, seeds, z, zs, n, s1,
                            s2):
     """Chang & Fisher's label step in one pass (few dimensions): each point's label among the
     clusters of its old cluster's group (``groups[old[r]]``), then its sub-label between the two
     sub-clusters of that cluster only, then its share of the 2K sub-cluster statistics, per row
     chunk. Points are centred at ``shift``; the quadratic forms use upper-triangular precision
-    factors (``U^T U`` = precision): the clusters' laid out ``Ut[b, a, k]`` with ``C[b, k] =
-    (U_k (mu_k - shift))_b``, so the innermost loop runs over the clusters and vectorises; the
+    factors (``U^T U`` = precision): the clusters' as :func:`_centred_quadforms` reads them; the
     two sub-clusters' transposed, ``sUt[j, a, b] = U_j[b, a]``, with centred means ``smu``."""
     N, D = X.shape
     K = C.shape[1]
@@ -530,19 +550,7 @@ def _fused_subcluster_draw(X, shift, Ut, C, c, log_pi, sUt, smu, sc, log_spi, ol
         np.random.seed(seeds[ch])
         logw, acc, x, sacc, side = np.empty(K), np.empty(K), np.empty(D), np.empty(D), np.empty(2)
         for r in range(ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)):
-            for a in range(D):
-                x[a] = X[r, a] - shift[a]
-            for k in range(K):
-                logw[k] = 0.0
-            for b in range(D):
-                for k in range(K):
-                    acc[k] = -C[b, k]
-                for a in range(b, D):
-                    xa = x[a]
-                    for k in range(K):
-                        acc[k] += Ut[b, a, k] * xa
-                for k in range(K):
-                    logw[k] += acc[k] * acc[k]
+            _centred_quadforms(X, r, shift, Ut, C, K, x, acc, logw)
             g = groups[old[r]]
             for k in range(K):
                 logw[k] = c[k] - 0.5 * logw[k] + log_pi[k] if groups[k] == g else -np.inf
@@ -571,7 +579,7 @@ def _fused_subcluster_draw(X, shift, Ut, C, c, log_pi, sUt, smu, sc, log_spi, ol
 def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
     """Walker's slice step in one pass (few dimensions, see :meth:`Family.fused_slice_draw`):
     per row its slice, the prefix of components above it (sorted by decreasing weight), the
-    label from their likelihoods alone (quadratic forms as in :func:`_fused_subcluster_draw`),
+    label from their likelihoods alone (quadratic forms by :func:`_centred_quadforms`),
     and its share of the K components' statistics, per row chunk."""
     N, D = X.shape
     K = C.shape[1]
@@ -587,19 +595,7 @@ def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds
             while m < K and log_w[m] > log_u:
                 m += 1
             m = max(m, z + 1)  # the row's own component is above its slice (rounding aside)
-            for a in range(D):
-                x[a] = X[r, a] - shift[a]
-            for k in range(m):
-                logw[k] = 0.0
-            for b in range(D):
-                for k in range(m):
-                    acc[k] = -C[b, k]
-                for a in range(b, D):
-                    xa = x[a]
-                    for k in range(m):
-                        acc[k] += Ut[b, a, k] * xa
-                for k in range(m):
-                    logw[k] += acc[k] * acc[k]
+            _centred_quadforms(X, r, shift, Ut, C, m, x, acc, logw)
             for k in range(m):
                 logw[k] = c[k] - 0.5 * logw[k]
             k = sample_log_weights(logw, m, u_draw)
