@@ -94,7 +94,7 @@ def _enqueued(art: pd.DataFrame) -> Entry:
     item = "Artificial data: # of enqueued points"
     paper = ("\"Admissible functions enqueue a lot / Inadmissible enqueues almost nothing that is not required!\" "
              "(slide \"Artificial Data: # of Enqueued Points\").")
-    criterion = (f"reproduced when, at every size and beam >= 10 both ran, the admissible heuristic pushes at least "
+    rule = (f"reproduced when, at every size and beam >= 10 both ran, the admissible heuristic pushes at least "
                  f"{ENQUEUE_FACTOR:g}x the states the inadmissible one pushes, and the inadmissible one pops at most "
                  f"{POPS_PER_POINT:g} states per point (it walks straight to a full clustering)")
     if art.empty or not {"admissible", "inadmissible"} <= set(art["heuristic"]):
@@ -115,7 +115,7 @@ def _enqueued(art: pd.DataFrame) -> Entry:
                           "popped per point, inadmissible": pops.to_numpy()})
     measured = (f"The admissible heuristic pushed {ratio.min():.1f}-{ratio.max():.1f}x the inadmissible one's states "
                 f"over {len(ratio)} (size, beam) pairs; the inadmissible one popped {pops.min():.2f}-{pops.max():.2f} "
-                f"states per point. Criterion: {criterion}.")
+                f"states per point. Criterion: {rule}.")
     return Entry(item, paper, measured, decide(criterion),
                  "The admissible bound keeps many partial clusterings alive; the inadmissible one does not."
                  if held else "The counts do not show the gap the slide states.", table=table,
