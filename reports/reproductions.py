@@ -260,6 +260,11 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
              f"({rec['cpu_model']}), commit {', '.join(c[:7] for c in rec['git_commit']) or 'unknown'}, "
              f"{rec['finished_utc'][:10]}.",
              "", f"What differs from the paper: {paper.DIFFERENCES}", ""]
+    # each entry comes from the one record: the command that reruns it, its measured time, its
+    # seeds, commit and machine
+    rerun = (f"`snakemake --cores 2 --configfile {rec['config']}` (the whole config: {minutes:.1f} min measured; "
+             f"chain seeds {_seeds(tables.runs)}; commit {', '.join(c[:7] for c in rec['git_commit']) or 'unknown'} "
+             f"on {rec['cores']} cores, {rec['cpu_model']}).")
     for i, entry in enumerate(entries, 1):
         lines += [f"### {entry.item}", "", f"- **Paper:** {entry.paper}", f"- **Measured:** {entry.measured}",
                   f"- **Verdict: {entry.verdict}.** {entry.reason}"]
@@ -268,7 +273,7 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
                       f"- **Thresholds halved or doubled:** {sensitivity_text(entry.criterion)}"]
         if entry.regime:
             lines.append(f"- **Regime:** {entry.regime}")
-        lines.append("")
+        lines += [f"- **Rerun:** {rerun}", ""]
         if entry.table is not None and not entry.table.empty:
             lines += [_markdown_table(entry.table), ""]
         if entry.figure is not None:
