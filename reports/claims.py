@@ -31,6 +31,8 @@ import pandas as pd
 from dpmmbench import algorithms
 from dpmmbench.datasets import resolve
 
+from .entries import NOT_REPRODUCED, REPRODUCED
+
 HELD, FAILED, UNDECIDED, UNCHECKED = "held", "did not hold", "not decided at this budget", "could not be checked"
 
 #: a verdict needs at least this many draws of the data set within the claim's scope
@@ -374,8 +376,6 @@ def decide(criterion: Criterion) -> str:
     str
         :data:`reports.entries.REPRODUCED` or :data:`reports.entries.NOT_REPRODUCED`.
     """
-    from .entries import NOT_REPRODUCED, REPRODUCED
-
     return REPRODUCED if criterion.holds(dict(criterion.thresholds)) else NOT_REPRODUCED
 
 
@@ -419,8 +419,6 @@ def flips(criterion) -> bool:
 def sensitivity_text(criterion: Criterion) -> str:
     """:func:`sensitivity` in words: 'Halved (x) or doubled (y): the verdict stays' per
     threshold, or which change flips it; a pure ordering says it has no threshold."""
-    from .entries import NOT_REPRODUCED, REPRODUCED
-
     if not criterion.thresholds:
         return "An ordering with no threshold: halving or doubling cannot move it."
     words = []
