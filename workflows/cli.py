@@ -25,16 +25,8 @@ import os
 import sys
 from contextlib import contextmanager
 
+from .errors import EXIT_CODES, DataError, OutputError, classify, message
 from .service_client import SERVICE_VARIABLE
-
-#: exit codes by class of mistake; :func:`main` maps exceptions to them, in one place
-EXIT_CODES = {
-    "usage": 2,        # unknown command, algorithm or option, a missing or invalid option value
-    "data": 3,         # a bad dataset name or parameters, a data or trace file missing, unreadable, corrupt
-    "output": 4,       # --out cannot be written
-    "cluster": 5,      # the Dask scheduler did not answer, a worker or a shard was lost
-    "interrupted": 130,
-}
 
 _EPILOG = """exit codes:
   0    success
@@ -48,10 +40,6 @@ _EPILOG = """exit codes:
        (the rows recorded so far are written to --out with status "failed")
   130  interrupted (Ctrl-C)
 Every error is one line on stderr; --traceback shows the traceback instead."""
-
-
-class OutputError(OSError):
-    """The destination of a command's output cannot be written."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -274,8 +262,6 @@ def _write(out, write):
 
 def _read_traces(read):
     """``read()``, whatever reading the trace files raises being a data error."""
-    from .driver import DataError
-
     try:
         return read()
     except (ValueError, OSError, LookupError) as exc:
@@ -455,10 +441,10 @@ def main(argv=None, *, client=None, cache=None, cwd=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except BaseException as exc:
-        kind = _kind(exc)
+        kind = classify(exc)
         if kind is None or args.traceback:
             raise
-        print(f"dpmmbench: {_message(exc, kind)}", file=sys.stderr)
+        print(f"dpmmbench: {message(exc, kind)}", file=sys.stderr)
         return EXIT_CODES[kind]
 
 
@@ -482,45 +468,6 @@ def _forward(argv, service) -> int:
     sys.stdout.write(out)
     sys.stderr.write(err)
     return code
-
-
-def _kind(exc: BaseException) -> str | None:
-    """The class of mistake of ``exc`` (a key of :data:`EXIT_CODES`), or None for a bug.
-
-    Library code reports bad input as ValueError/TypeError (unknown names and options, bad
-    values), LookupError (registries), a DataError (data that cannot be used), ConnectionError
-    or TimeoutError (the scheduler; a shard whose workers keep failing) or distributed's own
-    exceptions (a worker that died running a task).
-    """
-    driver = sys.modules.get("dpmmbench.workflows.driver")  # only it raises DataError
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
-    if isinstance(exc, OutputError):
-        return "output"
-    if driver is not None and isinstance(exc, driver.DataError):
-        return "data"
-    if isinstance(exc, (ConnectionError, TimeoutError)) or _from_dask(exc):
-        return "cluster"
-    if isinstance(exc, (ValueError, TypeError, LookupError)):
-        return "usage"
-    if isinstance(exc, OSError):  # data and output are wrapped where they are read and written
-        return "cluster"
-    return None
-
-
-def _from_dask(exc: BaseException) -> bool:
-    return type(exc).__module__.split(".")[0] in ("distributed", "tornado")
-
-
-def _message(exc: BaseException, kind: str) -> str:
-    """One line saying what went wrong."""
-    if kind == "interrupted":
-        return "interrupted"
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-    text = " ".join(str(text).split()) or type(exc).__name__
-    if _from_dask(exc):
-        text = f"the Dask cluster failed ({type(exc).__name__}): {text}"
-    return f"error: {text}"
 
 
 if __name__ == "__main__":

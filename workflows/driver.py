@@ -51,6 +51,7 @@ from dpmmbench.algorithms.runner import ChainResult, run_sampler, warm_up
 from dpmmbench.reports.metrics import StateScorer
 from dpmmbench.reports.traces import COMM_COLUMNS, encode_partition, trace_frame
 
+from .errors import DataError
 from .provenance import environment, process_facts
 
 
@@ -587,12 +588,6 @@ def _provenance(spec, measured, status) -> dict:
         "finished_utc": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         **(measured.environment if measured.environment is not None else environment()),
     }
-
-
-class DataError(ValueError):
-    """A run's data cannot be used: a bad dataset name or parameters, a data file that is
-    missing, unreadable, corrupt or of another dataset, data that do not fit in memory or
-    that the dataset's family refuses (e.g. NaN)."""
 
 
 def _load_data(dataset, data_file=None):

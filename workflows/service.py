@@ -61,7 +61,7 @@ import threading
 import time
 import traceback
 
-from .cli import EXIT_CODES
+from .errors import EXIT_CODES, classify, message
 from .service_client import SOCKET_NAME, receive, send
 
 #: the service's description in its state folder (written once it accepts)
@@ -397,8 +397,8 @@ class _Service:
             try:
                 shared = self.shared()
             except Exception as exc:  # noqa: BLE001 - told as the command tells a cluster error
-                kind = cli._kind(exc) or "cluster"
-                print(f"dpmmbench: {cli._message(exc, kind)}", file=err)
+                kind = classify(exc) or "cluster"
+                print(f"dpmmbench: {message(exc, kind)}", file=err)
                 code = EXIT_CODES[kind]
             else:
                 same = cwd is None or os.path.realpath(cwd) == os.path.realpath(os.getcwd())
