@@ -512,7 +512,7 @@ def test_first_screen_best_is_the_best_settled_method_at_the_equal_budget(screen
     settled methods at the equal budget, its margin the gap to the next settled one; the
     `settled` list holds exactly the methods whose chains settled, best first; the variant with
     its own budget and the runs that learn alpha are left out, and say why."""
-    from dpmmbench.reports.answer import Budget
+    from dpmmbench.algorithms.runner import StopRule
 
     found, _, _ = screen
     finals = {}
@@ -522,7 +522,8 @@ def test_first_screen_best_is_the_best_settled_method_at_the_equal_budget(screen
         finals.setdefault(key, []).append(trace.sort_values("iteration")["log_joint"].iloc[-1])
     here = {name: np.median(v) for (dataset, name), v in finals.items() if dataset == DATA}
     a = found.datasets[0]
-    assert a.dataset == DATA and a.budget == Budget(30.0, SCREEN_ITERATIONS) and a.chains == (len(SEEDS), len(SEEDS))
+    assert a.dataset == DATA and a.budget == StopRule(iterations=SCREEN_ITERATIONS, seconds=30.0)
+    assert a.chains == (len(SEEDS), len(SEEDS))
     assert a.points == 200 and a.dims == 2
     settled = [name for name in ("gibbs", "subc")
                if all(c.state == "settled" for c in _chain_states(screen_traces, DATA, name))]

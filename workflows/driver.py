@@ -26,6 +26,7 @@ Example
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import sys
@@ -47,11 +48,11 @@ import pandas as pd
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, check_parameter
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
-from dpmmbench.algorithms.runner import ChainResult, run_sampler, warm_up
+from dpmmbench.algorithms.runner import ChainResult, StopRule, run_sampler, warm_up
 from dpmmbench.reports.metrics import StateScorer
 from dpmmbench.reports.traces import COMM_COLUMNS, encode_partition, trace_frame
 
-from .errors import DataError
+from .errors import Cancelled, DataError
 from .provenance import environment, process_facts
 
 
@@ -144,8 +145,10 @@ class RunSpec:
     warmup: bool = True
 
     def __post_init__(self):
+        stop = StopRule(iterations=self.iterations, seconds=self.time_budget)  # a run always has its steps
         checked = {f.name: check_parameter(f.name, getattr(self, f.name)) for f in fields(self)
-                   if f.name in RUN_PARAMETERS}
+                   if f.name in RUN_PARAMETERS and f.name not in ("iterations", "time_budget")}
+        checked.update(iterations=stop.iterations, time_budget=stop.seconds)
         for key in ("algorithm", "dataset"):
             checked[key] = _text(key, getattr(self, key))
         checked["name"] = None if self.name is None else _text("name", self.name)
@@ -161,6 +164,72 @@ class RunSpec:
         checked["warmup"] = bool(self.warmup)
         for key, value in checked.items():
             object.__setattr__(self, key, value)
+
+    @property
+    def stop(self) -> StopRule:
+        """When the run's chain stops: after ``iterations`` steps, or once ``time_budget``
+        seconds of sampler time are spent."""
+        return StopRule(iterations=self.iterations, seconds=self.time_budget)
+
+    def to_dict(self) -> dict:
+        """The spec as JSON holds it: every field (``alpha_prior`` a list or None), the stop
+        rule as ``stop`` (:meth:`algorithms.runner.StopRule.to_dict`) instead of
+        ``iterations`` and ``time_budget``. :meth:`from_dict` gives the spec back."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("iterations", "time_budget")}
+        data["alpha_prior"] = None if self.alpha_prior is None else list(self.alpha_prior)
+        data["options"] = dict(self.options)
+        return {**data, "stop": self.stop.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> RunSpec:
+        """The spec :meth:`to_dict` wrote, checked as every spec is built.
+
+        Parameters
+        ----------
+        data : mapping
+            Fields of the spec, with ``stop`` a mapping of ``iterations`` and ``seconds``.
+
+        Returns
+        -------
+        RunSpec
+
+        Raises
+        ------
+        TypeError, ValueError
+            Unknown keys or bad values (the message names the field).
+        """
+        data = dict(data)
+        stop = data.pop("stop", None)
+        if not isinstance(stop, Mapping):
+            raise TypeError(f"a run spec's stop must be a mapping of iterations and seconds, got {stop!r}")
+        stop = StopRule.from_dict(stop)
+        known = {f.name for f in fields(cls)} - {"iterations", "time_budget"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TypeError(f"a run spec has no field(s) {unknown}")
+        alpha_prior = data.pop("alpha_prior", None)
+        return cls(data.pop("algorithm", None), data.pop("dataset", None), stop.iterations,
+                   time_budget=stop.seconds, alpha_prior=None if alpha_prior is None else tuple(alpha_prior), **data)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as a line of JSON (what a workflow job hands to the run service).
+
+        Examples
+        --------
+        >>> from dpmmbench.workflows.driver import RunSpec
+        >>> spec = RunSpec("gibbs", "synth-chang2013?n=200", 10, time_budget=5.0, seed=3)
+        >>> RunSpec.from_json(spec.to_json()) == spec
+        True
+        """
+        return json.dumps(self.to_dict(), allow_nan=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """The spec :meth:`to_json` wrote (see :meth:`from_dict`)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"a run spec is a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data)
 
 
 def _text(key, value) -> str:
@@ -232,7 +301,7 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
     if warmup:
         warm_up(sampler, X, init_clusters)
     rows = []
-    _scored_chain(sampler, X, iterations, time_budget, rows, truth=truth, init_clusters=init_clusters,
+    _scored_chain(sampler, X, StopRule(iterations, time_budget), rows, truth=truth, init_clusters=init_clusters,
                   labels=labels, progress=progress, dataset=dataset, workers=workers, name=name)
     return trace_frame(rows)
 
@@ -246,22 +315,25 @@ def _checked_truth(family, X, truth):
     return truth
 
 
-def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, truth=None,
+def _scored_chain(sampler, X, stop, rows, draws=None, *, truth=None,
                   init_clusters=RUN_DEFAULTS["init_clusters"], labels=None, progress=False, dataset="",
-                  workers=RUN_DEFAULTS["workers"], name=None, timing=None, last=None) -> ChainResult:
+                  workers=RUN_DEFAULTS["workers"], name=None, timing=None, last=None,
+                  cancelled=None) -> ChainResult:
     """The chain of :func:`run_chain` on validated ``X`` (and checked ``truth``), its scoring
     the runner's callback: every state's row is appended to ``rows`` as it is recorded (what a
     failed run leaves), and a copy of its ``(labels, alpha)`` to ``draws`` (a ``deque`` whose
     ``maxlen`` keeps the last few), the initial state only while no step has run. The seconds
     the callback takes (scoring, copies, progress) are added up in ``timing["score_s"]``, also
-    when the chain fails. ``last["labels"]`` (a dict given) holds the last state's labels."""
+    when the chain fails. ``last["labels"]`` (a dict given) holds the last state's labels.
+    ``cancelled()`` (given) is asked after each state is recorded: true, the callback raises
+    :class:`~dpmmbench.workflows.errors.Cancelled`, which ends the chain before its next step."""
     score = StateScorer(X, sampler.family, truth)
     if timing is not None:
         timing.setdefault("score_s", 0.0)
     fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
     from tqdm.auto import tqdm
 
-    with tqdm(total=iterations, desc=name or sampler.name, unit="it", file=sys.stderr,
+    with tqdm(total=stop.iterations, desc=name or sampler.name, unit="it", file=sys.stderr,
               disable=not progress, dynamic_ncols=True) as bar:
 
         def record(iteration, state, elapsed):
@@ -293,9 +365,10 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
             if iteration:
                 bar.update(1)
                 bar.set_postfix(K=row["n_clusters"], log_joint=f"{row['log_joint']:.6g}", refresh=False)
+            if cancelled is not None and cancelled():
+                raise Cancelled(f"cancelled after {iteration} iteration(s)")
 
-        return run_sampler(sampler, X, iterations=iterations, time_budget=time_budget, callback=record,
-                           init_clusters=init_clusters, labels=labels)
+        return run_sampler(sampler, X, stop=stop, callback=record, init_clusters=init_clusters, labels=labels)
 
 
 # ---- one run, by names ------------------------------------------------------------------
@@ -563,10 +636,9 @@ def _provenance(spec, measured, status) -> dict:
         "alpha": sampler.alpha,
         **measured.split,
         "init_clusters": spec.init_clusters,
-        "iterations_requested": spec.iterations,
+        "spec": spec.to_dict(),  # the request as it was made: its stop rule is read back from here
         "iterations": int(len(chain.trace) - 1),
         "status": status,
-        "time_budget": spec.time_budget,
         "time_s": float(chain.trace["time_s"].iloc[-1]),
         "warmup": spec.warmup,
         "warmup_s": chain.process.get("warmup_s"),
@@ -710,7 +782,7 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
     warmup_s = warm_up(sampler, X, spec.init_clusters) if spec.warmup else None
     rows, draws, timing, last = [], deque(maxlen=spec.heldout_draws), {}, {}
     try:
-        result = _scored_chain(sampler, X, spec.iterations, spec.time_budget, rows, draws, truth=truth,
+        result = _scored_chain(sampler, X, spec.stop, rows, draws, truth=truth,
                                init_clusters=spec.init_clusters, progress=chain_args["progress"],
                                dataset=chain_args["dataset"], workers=spec.workers, name=spec.name,
                                timing=timing, last=last)
