@@ -96,5 +96,39 @@ def message(exc: BaseException, kind: str) -> str:
     return f"error: {text}"
 
 
+def writable(out):
+    """``out`` if a file can be created there (:func:`reports.traces.check_writable`), else
+    :class:`OutputError` naming it as ``--out``.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    from dpmmbench.reports.traces import check_writable
+
+    try:
+        return check_writable(out)
+    except OSError as exc:
+        raise OutputError(f"--out {str(out)!r}: {exc}") from exc
+
+
+def write_to(out, write):
+    """``write()``, an OSError from it being an :class:`OutputError` naming ``out``.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+    write : callable
+    """
+    try:
+        return write()
+    except OSError as exc:
+        raise OutputError(f"--out {str(out)!r}: could not write it ({exc})") from exc
+
+
 def _from_dask(exc: BaseException) -> bool:
     return type(exc).__module__.split(".")[0] in ("distributed", "tornado")
