@@ -4,7 +4,6 @@ the trace's metadata records it and the reports read the stop rule back from the
 traces too."""
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -87,7 +86,42 @@ BEFORE_RUNS = [("gibbs", 3, 1, {}), ("subc", 1, 2, {}), ("fsd", 0, 1, {"truncati
 #: what those runs gave before the run request became a value (commit 331a88e, the same
 #: driver.run calls): states' cluster counts, log joints and held-out scores to 10 digits,
 #: and the final partitions
-BEFORE = json.loads('{"gibbs-w1-seed3": {"n_clusters": [1, 2, 4, 5, 5, 5, 5], "log_joint": ["-1974.840307", "-1978.533678", "-1936.423492", "-1923.481908", "-1866.167574", "-1870.481437", "-1883.561887"], "heldout_lpd": "-6.458092621", "final_partition": {"encoding": "zlib-base64-uint32-first-appearance", "n": 270, "data": "eJyNklEOgDAIQ2Fy/zMboyTNs0z7AxsUOljEjYRd4h/PWdHxKUYsuXecCwV+mhzHUy45ib4Bn/Uq3tjpmXqpnTRPKNgLqpe7ap/7KvRXP+P7PX91qi6dgWpP5C7Ev9D8fpPjMta8klzutzmcpdbX3lqPuWH6O+z+Rp/dP+z7Kebqs9bEdTPlXnS3J843AN8="}}, "subc-w2-seed1": {"n_clusters": [1, 1, 1, 1, 1, 1, 1], "log_joint": ["-1974.840307", "-1974.840307", "-1974.840307", "-1974.840307", "-1974.840307", "-1974.840307", "-1974.840307"], "heldout_lpd": "-7.18326605", "final_partition": {"encoding": "zlib-base64-uint32-first-appearance", "n": 270, "data": "eJxjYBgFo2AUjALSAAAEOAAB"}}, "fsd-w1-seed0": {"n_clusters": [1, 3, 2, 3, 4, 4, 4], "log_joint": ["-1974.840307", "-1989.261089", "-1983.946516", "-1989.370761", "-1999.460718", "-2009.735835", "-1994.298374"], "heldout_lpd": "-7.14359439", "final_partition": {"encoding": "zlib-base64-uint32-first-appearance", "n": 270, "data": "eJxjYEAFjEhsJoaBBYxkylHbLhigZ3gw45HD5lZSw4MWfqF2nFATkOI2Uv0xmP1NTYCcZgA3vAAW"}}}')
+BEFORE = {'gibbs-w1-seed3': {'n_clusters': [1, 2, 4, 5, 5, 5, 5],
+                             'log_joint': ['-1974.840307',
+                                           '-1978.533678',
+                                           '-1936.423492',
+                                           '-1923.481908',
+                                           '-1866.167574',
+                                           '-1870.481437',
+                                           '-1883.561887'],
+                             'heldout_lpd': '-6.458092621',
+                             'final_partition': {'encoding': 'zlib-base64-uint32-first-appearance',
+                                                 'n': 270,
+                                                 'data': 'eJyNklEOgDAIQ2Fy/zMboyTNs0z7AxsUOljEjYRd4h/PWdHxKUYsuXecCwV+mhzHUy45ib4Bn/Uq3tjpmXqpnTRPKNgLqpe7ap/7KvRXP+P7PX91qi6dgWpP5C7Ev9D8fpPjMta8klzutzmcpdbX3lqPuWH6O+z+Rp/dP+z7Kebqs9bEdTPlXnS3J843AN8='}},
+          'subc-w2-seed1': {'n_clusters': [1, 1, 1, 1, 1, 1, 1],
+                            'log_joint': ['-1974.840307',
+                                          '-1974.840307',
+                                          '-1974.840307',
+                                          '-1974.840307',
+                                          '-1974.840307',
+                                          '-1974.840307',
+                                          '-1974.840307'],
+                            'heldout_lpd': '-7.18326605',
+                            'final_partition': {'encoding': 'zlib-base64-uint32-first-appearance',
+                                                'n': 270,
+                                                'data': 'eJxjYBgFo2AUjALSAAAEOAAB'}},
+          'fsd-w1-seed0': {'n_clusters': [1, 3, 2, 3, 4, 4, 4],
+                           'log_joint': ['-1974.840307',
+                                         '-1989.261089',
+                                         '-1983.946516',
+                                         '-1989.370761',
+                                         '-1999.460718',
+                                         '-2009.735835',
+                                         '-1994.298374'],
+                           'heldout_lpd': '-7.14359439',
+                           'final_partition': {'encoding': 'zlib-base64-uint32-first-appearance',
+                                               'n': 270,
+                                               'data': 'eJxjYEAFjEhsJoaBBYxkylHbLhigZ3gw45HD5lZSw4MWfqF2nFATkOI2Uv0xmP1NTYCcZgA3vAAW'}}}
 
 
 @pytest.mark.slow

@@ -148,12 +148,15 @@ class RunSpec:
     split_seed: int = RUN_DEFAULTS["split_seed"]
     heldout_draws: int = RUN_DEFAULTS["heldout_draws"]
     warmup: bool = True
+    #: when the run's chain stops: after ``iterations`` steps, or once ``time_budget`` seconds
+    #: of sampler time are spent (built, and so checked, once, with the spec)
+    stop: StopRule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         stop = StopRule(iterations=self.iterations, seconds=self.time_budget)  # a run always has its steps
         checked = {f.name: check_parameter(f.name, getattr(self, f.name)) for f in fields(self)
                    if f.name in RUN_PARAMETERS and f.name not in ("iterations", "time_budget")}
-        checked.update(iterations=stop.iterations, time_budget=stop.seconds)
+        checked.update(iterations=stop.iterations, time_budget=stop.seconds, stop=stop)
         for key in ("algorithm", "dataset"):
             checked[key] = _text(key, getattr(self, key))
         checked["name"] = None if self.name is None else _text("name", self.name)
@@ -170,17 +173,12 @@ class RunSpec:
         for key, value in checked.items():
             object.__setattr__(self, key, value)
 
-    @property
-    def stop(self) -> StopRule:
-        """When the run's chain stops: after ``iterations`` steps, or once ``time_budget``
-        seconds of sampler time are spent."""
-        return StopRule(iterations=self.iterations, seconds=self.time_budget)
-
     def to_dict(self) -> dict:
         """The spec as JSON holds it: every field (``alpha_prior`` a list or None), the stop
         rule as ``stop`` (:meth:`algorithms.runner.StopRule.to_dict`) instead of
         ``iterations`` and ``time_budget``. :meth:`from_dict` gives the spec back."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("iterations", "time_budget")}
+        data = {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("iterations", "time_budget", "stop")}
         data["alpha_prior"] = None if self.alpha_prior is None else list(self.alpha_prior)
         data["options"] = dict(self.options)
         return {**data, "stop": self.stop.to_dict()}
@@ -208,7 +206,7 @@ class RunSpec:
         if not isinstance(stop, Mapping):
             raise TypeError(f"a run spec's stop must be a mapping of iterations and seconds, got {stop!r}")
         stop = StopRule.from_dict(stop)
-        known = {f.name for f in fields(cls)} - {"iterations", "time_budget"}
+        known = {f.name for f in fields(cls) if f.init} - {"iterations", "time_budget"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise TypeError(f"a run spec has no field(s) {unknown}")

@@ -8,9 +8,10 @@ numba and Dask and starting a cluster of its own. The service executes the spec 
 ``dpmmbench run`` does (:func:`workflows.driver.execute`: the same checks, atomic trace write
 and provenance; the same errors and exit codes, :mod:`workflows.errors`), in a thread, on
 workers it reserves for the run on its one cluster (:class:`workflows.cluster.SharedCluster`),
-and answers with the run's output line or error line and exit code. What stays warm between runs: the worker processes (compiled kernels), each
-dataset (loaded once, :class:`workflows.driver.RunCache`, and sent to the workers once) and
-the environment facts of the provenance.
+and answers with the run's output line or error line and exit code. What stays warm between
+runs: the worker processes (compiled kernels), each dataset (loaded once,
+:class:`workflows.driver.RunCache`, and sent to the workers once) and the environment facts of
+the provenance.
 
 The cluster is started here, exactly as a run's embedded one, or is an existing one
 (``--scheduler``, ``--scheduler-file``, ``$DASK_SCHEDULER_ADDRESS``), which the service never
