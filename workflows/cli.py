@@ -25,7 +25,7 @@ import os
 import sys
 from contextlib import contextmanager
 
-from .errors import EXIT_CODES, DataError, OutputError, classify, message, writable, write_to
+from .errors import EXIT_CODES, DataError, classify, message, writable, write_to
 from .service_client import SERVICE_VARIABLE
 
 _EPILOG = """exit codes:
@@ -193,7 +193,7 @@ def _cmd_run(args) -> int:
 
     # Before any work: a bad destination or option must not cost a run (the driver checks
     # the rest, and the data, before it starts a cluster).
-    out = driver.trace_destination(args.out)
+    out = writable(args.out, trace=True)
     spec = driver.RunSpec.from_dict(spec_fields(args))
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     with _quiet_dask(not args.traceback):

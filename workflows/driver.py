@@ -51,7 +51,7 @@ from dpmmbench.algorithms.runner import ChainResult, StopRule, run_sampler, warm
 from dpmmbench.reports.metrics import StateScorer
 from dpmmbench.reports.traces import COMM_COLUMNS, encode_partition, trace_frame
 
-from .errors import Cancelled, DataError, writable, write_to
+from .errors import Cancelled, DataError, write_to
 from .provenance import environment, process_facts
 
 
@@ -595,24 +595,6 @@ class _Poll:
         return self.event.is_set()
 
 
-def trace_destination(out):
-    """``out`` as the destination of a run's trace, checked before any work: a trace path
-    (:func:`reports.traces.check_trace_path`: ``.parquet`` or ``.csv``) where a file can be
-    created (else :class:`~dpmmbench.workflows.errors.OutputError`).
-
-    Parameters
-    ----------
-    out : str or os.PathLike
-
-    Returns
-    -------
-    pathlib.Path
-    """
-    from dpmmbench.reports.traces import check_trace_path
-
-    return writable(check_trace_path(out))
-
-
 def execute(spec, out, *, progress=False, client=None, cache=None, command=None, cancelled=None) -> str:
     """Run ``spec`` (:func:`run`) and write its trace atomically to ``out``: what ``dpmmbench
     run`` and the workflow's run service do with a run request.
@@ -621,7 +603,7 @@ def execute(spec, out, *, progress=False, client=None, cache=None, command=None,
     ----------
     spec : RunSpec
     out : pathlib.Path
-        From :func:`trace_destination`; a run that fails once its chain started leaves its
+        Checked by :func:`~dpmmbench.workflows.errors.writable` (``trace=True``); a run that fails once its chain started leaves its
         rows there (see :func:`run`).
     progress, client, cache, command, cancelled
         As for :func:`run`.

@@ -96,20 +96,25 @@ def message(exc: BaseException, kind: str) -> str:
     return f"error: {text}"
 
 
-def writable(out):
+def writable(out, trace=False):
     """``out`` if a file can be created there (:func:`reports.traces.check_writable`), else
-    :class:`OutputError` naming it as ``--out``.
+    :class:`OutputError` naming it as ``--out``; checked before any work.
 
     Parameters
     ----------
     out : str or os.PathLike
+    trace : bool
+        ``out`` is a run's trace: first checked as a trace path
+        (:func:`reports.traces.check_trace_path`: ``.parquet`` or ``.csv``, else ValueError).
 
     Returns
     -------
     pathlib.Path
     """
-    from dpmmbench.reports.traces import check_writable
+    from dpmmbench.reports.traces import check_trace_path, check_writable
 
+    if trace:
+        out = check_trace_path(out)
     try:
         return check_writable(out)
     except OSError as exc:

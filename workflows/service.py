@@ -66,7 +66,7 @@ import threading
 import time
 import traceback
 
-from .errors import EXIT_CODES, classify, message
+from .errors import EXIT_CODES, classify, message, writable
 from .service_client import SOCKET_NAME, receive, send
 
 #: the service's description in its state folder (written once it accepts)
@@ -373,7 +373,7 @@ class _Service:
                 out = os.path.join(cwd, out)  # an absolute path stays as it is
                 if spec.get("data_file") is not None:
                     spec["data_file"] = os.path.join(cwd, spec["data_file"])
-            out = driver.trace_destination(out)
+            out = writable(out, trace=True)
             spec = driver.RunSpec.from_dict(spec)
             line = driver.execute(spec, out, client=shared, cache=self.cache, command=request["command"],
                                   cancelled=cancel.is_set)
