@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ._numba_cache import kernel
+from .numba_cache import kernel
 from ._numerics import mh_accept
 
 

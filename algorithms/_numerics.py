@@ -8,7 +8,7 @@ import numpy as np
 from numba import prange
 from scipy.special import gammaln
 
-from ._numba_cache import kernel
+from .numba_cache import kernel
 
 LOG_PI = math.log(math.pi)
 LOG_2PI = math.log(2.0 * math.pi)

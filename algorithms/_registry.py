@@ -1,7 +1,7 @@
 """The registry of algorithms: name -> sampler class, imported on first use.
 
 The built-ins are listed here; installed plugins add theirs through the entry-point group
-``dpmmbench.algorithms`` (:mod:`._plugins`, docs/design.md "Plugins"). The package's
+``dpmmbench.algorithms`` (:mod:`.plugin_discovery`, docs/design.md "Plugins"). The package's
 ``__init__`` re-exports :func:`available`, :func:`missing`, :func:`get`, :func:`make`,
 :func:`plugins` and :func:`refused_plugins`; modules of the package that need the registry (the exactness check, the
 estimator) import it from here, never from the package's ``__init__``.
@@ -20,7 +20,7 @@ import importlib.util
 import inspect
 from types import MappingProxyType
 
-from . import _plugins
+from . import plugin_discovery
 from .base import Sampler
 from .families import Family
 
@@ -66,7 +66,7 @@ def _installed(library: str) -> bool:
 
 @functools.cache  # once per process: plugins are imported, and their problems logged, once
 def _discovered() -> tuple[dict, dict]:
-    return _plugins.discover("algorithms", [*_REGISTRY, *_OPTIONAL], _sampler_problem)
+    return plugin_discovery.discover("algorithms", [*_REGISTRY, *_OPTIONAL], _sampler_problem)
 
 
 def _sampler_problem(name: str, obj) -> str | None:

@@ -36,7 +36,7 @@ import numpy as np
 from numba import literal_unroll, njit
 
 from ._dispatch import k_add, k_logpred, k_remove
-from ._numba_cache import kernel
+from .numba_cache import kernel
 
 # ---- layout of the integer work arrays -----------------------------------------------------
 #: counters (one int64 array shared by Python and the loop)

@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit
 
 from . import _dispatch as dispatch
-from ._numba_cache import kernel
+from .numba_cache import kernel
 from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
 from ._numerics import mh_accept
 from .constraints import Interval, Option

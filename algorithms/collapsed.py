@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _dispatch as dispatch
 from ._dispatch import k_add, k_logpred, k_remove, k_undo_remove
-from ._numba_cache import kernel
+from .numba_cache import kernel
 from ._numerics import sample_log_weights
 
 

@@ -8,7 +8,7 @@ import math
 
 from numba import prange
 
-from ._numba_cache import kernel
+from .numba_cache import kernel
 from ._numerics import PARALLEL_MIN_WORK, parallel_variants, sample_log_weights, sample_rows
 
 

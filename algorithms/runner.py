@@ -6,7 +6,8 @@ side-by-side benchmark (``benchmarks.peers``) and the reproduction scripts. So t
 timing rule: the clock runs around ``init`` and each ``step`` and nowhere else; what a caller
 does with each state (score it, keep it, show progress) happens in a callback, off the clock.
 
-A chain stops, checked after ``init`` and after every step, in this order, at the first of:
+A chain stops by its :class:`StopRule`, checked after ``init`` and after every step, in this
+order, at the first of:
 
 1. ``"target"``: the predicate ``target(state)`` holds (e.g. NMI >= 0.99 with K = 4);
 2. ``"completed"``: ``iterations`` steps have run;
@@ -32,14 +33,131 @@ Example
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from copy import deepcopy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .constraints import RUN_DEFAULTS, check_parameter
 from .state import State
 
 #: why a chain stopped (:attr:`ChainResult.stopped`), in the order the rules are checked
 STOP_REASONS = ("target", "completed", "time budget")
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When a chain stops (see the module docstring): a value, checked once, when it is built.
+
+    Parameters
+    ----------
+    iterations : int, optional
+        Stop after this many steps (>= 0); None: no limit on the number of steps.
+    seconds : float, optional
+        Stop before the next step once the sampler time exceeds this many seconds (> 0);
+        None: no time limit. A run's ``time_budget``.
+    target : callable, optional
+        ``target(state) -> bool``; stop at the first state for which it is true. A function,
+        so not part of :meth:`to_dict` (a rule with a target does not travel as JSON).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A value outside its constraint (:data:`algorithms.constraints.RUN_PARAMETERS`'s
+        ``iterations`` and ``time_budget``; the message names it), a target that is not callable.
+
+    Examples
+    --------
+    >>> from dpmmbench.algorithms.runner import StopRule
+    >>> rule = StopRule(iterations=50, seconds=5)
+    >>> rule.to_dict(), rule.describe()
+    ({'iterations': 50, 'seconds': 5.0}, '5 s or 50 iterations')
+    >>> StopRule.from_dict(rule.to_dict()) == rule
+    True
+    >>> StopRule.from_meta({"spec": {"stop": rule.to_dict()}}) == rule
+    True
+    >>> StopRule.from_meta({"time_budget": 5, "iterations_requested": 50}) == rule  # an older trace's
+    True
+    """
+
+    iterations: int | None = None
+    seconds: float | None = None
+    # a function: compared by identity would make two equal rules differ, so it is left out
+    target: Callable | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.iterations is not None:
+            object.__setattr__(self, "iterations", check_parameter("iterations", self.iterations))
+        seconds = check_parameter("time_budget", self.seconds)
+        object.__setattr__(self, "seconds", None if seconds is None else float(seconds))
+        if self.target is not None and not callable(self.target):
+            raise TypeError(f"target must be callable or None, got {self.target!r}")
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the rule can stop a chain at all (a chain needs one)."""
+        return self.iterations is not None or self.seconds is not None or self.target is not None
+
+    def to_dict(self) -> dict:
+        """``{"iterations": ..., "seconds": ...}``, as JSON holds it; TypeError with a target."""
+        if self.target is not None:
+            raise TypeError("a stop rule with a target function cannot be written as JSON")
+        return {"iterations": self.iterations, "seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> StopRule:
+        """The rule :meth:`to_dict` wrote (checked again as it is built).
+
+        Parameters
+        ----------
+        data : mapping
+            ``iterations`` and ``seconds``, each optional.
+
+        Returns
+        -------
+        StopRule
+        """
+        unknown = set(data) - {"iterations", "seconds"}
+        if unknown:
+            raise ValueError(f"a stop rule has iterations and seconds, got {sorted(unknown)}")
+        return cls(iterations=data.get("iterations"), seconds=data.get("seconds"))
+
+    @classmethod
+    def from_meta(cls, meta: Mapping) -> StopRule:
+        """The rule a run's trace metadata records: its run spec's ``stop``
+        (:meth:`workflows.driver.RunSpec.to_dict`), or in a trace written before the metadata
+        held the spec, ``iterations_requested`` and ``time_budget``; empty where it says none.
+
+        Parameters
+        ----------
+        meta : mapping
+            A trace's metadata (:func:`reports.traces.read_trace`).
+
+        Returns
+        -------
+        StopRule
+        """
+        spec = meta.get("spec")
+        stop = spec.get("stop") if isinstance(spec, Mapping) else None
+        if isinstance(stop, Mapping):
+            return cls.from_dict(stop)
+        iterations, seconds = meta.get("iterations_requested"), meta.get("time_budget")
+        return cls(iterations=None if iterations is None else int(iterations),
+                   seconds=None if seconds is None else float(seconds))
+
+    def describe(self) -> str:
+        """The rule in words.
+
+        Examples
+        --------
+        >>> from dpmmbench.algorithms.runner import StopRule
+        >>> StopRule(seconds=5.0, iterations=1200).describe(), StopRule(200).describe()
+        ('5 s or 1,200 iterations', '200 iterations')
+        >>> StopRule().describe()
+        'not recorded'
+        """
+        said = ([f"{self.seconds:g} s"] if self.seconds is not None else []) + (
+            [f"{self.iterations:,} iterations"] if self.iterations is not None else [])
+        return " or ".join(said) or "not recorded"
 
 
 @dataclass(frozen=True)
@@ -70,7 +188,7 @@ class ChainResult:
 
 def run_sampler(sampler, X=None, *, iterations=None, time_budget=RUN_DEFAULTS["time_budget"], target=None,
                 callback=None, init_clusters=RUN_DEFAULTS["init_clusters"], labels=None, start=None,
-                clock=time.perf_counter) -> ChainResult:
+                clock=time.perf_counter, stop=None) -> ChainResult:
     """Run one chain of ``sampler`` until a stop rule holds (see the module docstring).
 
     Parameters
@@ -100,6 +218,10 @@ def run_sampler(sampler, X=None, *, iterations=None, time_budget=RUN_DEFAULTS["t
     clock : callable
         Seconds as a float (default ``time.perf_counter``, wall time; ``time.process_time``
         measures the CPU time of this process).
+    stop : StopRule, optional
+        The stop rule as one value, checked when it was built (a run's, see
+        :class:`workflows.driver.RunSpec`); instead of ``iterations``, ``time_budget`` and
+        ``target``, which then build one.
 
     Returns
     -------
@@ -114,16 +236,20 @@ def run_sampler(sampler, X=None, *, iterations=None, time_budget=RUN_DEFAULTS["t
         ``X`` and ``start``; before the sampler is called. Bad data or a bad initial partition
         raise from ``sampler.init``.
     """
-    if iterations is not None:
-        iterations = check_parameter("iterations", iterations)
-    time_budget = check_parameter("time_budget", time_budget)
-    for what, function in (("target", target), ("callback", callback), ("clock", clock)):
+    if stop is None:
+        stop = StopRule(iterations=iterations, seconds=time_budget, target=target)
+    elif not isinstance(stop, StopRule):
+        raise TypeError(f"stop must be a StopRule or None, got {stop!r}")
+    elif (iterations, time_budget, target) != (None, None, None):
+        raise TypeError("give the stop rule as stop or as iterations, time_budget and target, not both")
+    for what, function in (("callback", callback), ("clock", clock)):
         if function is not None and not callable(function):
             raise TypeError(f"{what} must be callable or None, got {function!r}")
     if clock is None:
         raise TypeError("clock must be callable, got None")
-    if iterations is None and time_budget is None and target is None:
+    if not stop.bounded:
         raise ValueError("a chain needs a stop rule: iterations, time_budget or target (all were None)")
+    iterations, time_budget, target = stop.iterations, stop.seconds, stop.target
     if (X is None) == (start is None):
         raise TypeError("give X (the chain starts with init) or start (a state to continue), not both or neither")
     if start is not None and labels is not None:

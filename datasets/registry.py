@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from types import MappingProxyType
 
-from dpmmbench.algorithms import _plugins
+from dpmmbench.algorithms import plugin_discovery
 
 from . import digits, mnist10k, reuters, synth_chang2013, synth_multinomial, synth_wang2017
 from . import ap, fashion_mnist, mnist70k, nyt, uci_bow, wikipedia
@@ -26,7 +26,7 @@ REGISTRY = MappingProxyType({
 
 @functools.cache  # once per process: plugins are imported, and their problems logged, once
 def _discovered() -> tuple[dict, dict]:
-    return _plugins.discover("datasets", REGISTRY, _builder_problem)
+    return plugin_discovery.discover("datasets", REGISTRY, _builder_problem)
 
 
 def _builder_problem(name: str, obj) -> str | None:

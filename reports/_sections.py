@@ -20,6 +20,7 @@ import pandas as pd
 
 from dpmmbench import algorithms
 from dpmmbench.algorithms.base import column_members
+from dpmmbench.algorithms.runner import StopRule
 
 from . import _format as fmt
 from . import figures
@@ -323,9 +324,9 @@ def environment(runs: pd.DataFrame, config, out_path: Path, asv: Path) -> dict:
     for key, name in (("cpu_model", "CPU"), ("cores", "cores"), ("cores_available", "cores available"),
                       ("platform", "platform"), ("backend", "backend"), ("threads", "threads per worker"),
                       ("git_commit", "git commit"),
-                      ("git_dirty", "uncommitted changes"), ("alpha", "alpha"), ("init_clusters", "initial clusters"),
-                      ("time_budget", "time budget (s)")):
+                      ("git_dirty", "uncommitted changes"), ("alpha", "alpha"), ("init_clusters", "initial clusters")):
         rows.append([name, fmt.distinct([m.get(key) for m in metas], len(metas))])
+    rows.append(["time budget (s)", fmt.distinct([StopRule.from_meta(m).seconds for m in metas], len(metas))])
     for package in ("matplotlib", "seaborn", "jinja2"):
         try:
             rows.append([f"{package} (this report)", metadata.version(package)])

@@ -7,7 +7,8 @@ Both the HTML report (:mod:`reports.report`) and ``docs/results.md``
 plain values, and each of them writes its own markup.
 
 **The equal budget** of a data set is the stop rule most of its runs share: the pair (time
-budget per chain in seconds, iteration cap) of its runs' metadata, counted over the runs with
+budget per chain in seconds, iteration cap) read back from its runs' metadata as a
+:class:`~dpmmbench.algorithms.runner.StopRule`, counted over the runs with
 a fixed concentration (a run that learns alpha scores its log joint at its own alpha, another
 quantity). A method is *at the equal budget* when every run of it on the data set has that
 budget; the others (variants with their own budget, such as a claim's fixed iteration count,
@@ -28,38 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpmmbench.algorithms.runner import StopRule
+
 from . import chains
 
 #: settled methods a first-screen cell names before "+ N more"
 SETTLED_SHOWN = 6
 #: (chain-statistics column, what it is) of the two qualities a method can be best at
 QUALITIES = (("final_log_joint", "log joint"), ("heldout_lpd", "held-out log predictive"))
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The stop rule of a run: seconds of sampler time per chain and an iteration cap (None
-    where the run had none, or its metadata does not say)."""
-
-    seconds: float | None
-    iterations: int | None
-
-    def describe(self) -> str:
-        """The budget in words.
-
-        Examples
-        --------
-        >>> from dpmmbench.reports.answer import Budget
-        >>> Budget(5.0, 50).describe()
-        '5 s or 50 iterations'
-        >>> Budget(None, 200).describe()
-        '200 iterations'
-        >>> Budget(None, None).describe()
-        'not recorded'
-        """
-        said = ([f"{self.seconds:g} s"] if self.seconds is not None else []) + (
-            [f"{self.iterations:,} iterations"] if self.iterations is not None else [])
-        return " or ".join(said) or "not recorded"
 
 
 @dataclass(frozen=True)
@@ -102,7 +79,7 @@ class DatasetAnswer:
     dataset: str
     points: int | None
     dims: int | None
-    budget: Budget | None
+    budget: StopRule | None
     chains: tuple[int, int]
     best: dict
     methods: tuple
@@ -135,21 +112,6 @@ class FirstScreen:
     paragraph: str
     elsewhere: tuple = ()
 
-def run_budget(meta: dict) -> Budget:
-    """The budget a run's metadata records (``time_budget``, ``iterations_requested``).
-
-    Examples
-    --------
-    >>> from dpmmbench.reports.answer import run_budget
-    >>> run_budget({"time_budget": 5, "iterations_requested": 50})
-    Budget(seconds=5.0, iterations=50)
-    >>> run_budget({})
-    Budget(seconds=None, iterations=None)
-    """
-    seconds, iterations = meta.get("time_budget"), meta.get("iterations_requested")
-    return Budget(None if seconds is None else float(seconds), None if iterations is None else int(iterations))
-
-
 def equal_budget(runs: pd.DataFrame) -> tuple[pd.Series, dict]:
     """Which runs are at their data set's equal budget.
 
@@ -165,10 +127,11 @@ def equal_budget(runs: pd.DataFrame) -> tuple[pd.Series, dict]:
         Per run (aligned with ``runs``): its label has, on its data set, only runs with a
         fixed alpha and the data set's equal budget.
     budgets : dict
-        Data set -> its equal :class:`Budget`: the most common budget among its runs with a
+        Data set -> its equal stop rule (:class:`algorithms.runner.StopRule`, read back from
+        the runs' metadata): the most common budget among its runs with a
         fixed alpha (ties go to the one met first); None when every run learns alpha.
     """
-    budget = runs["meta"].map(lambda m: run_budget(m if isinstance(m, dict) else {}))
+    budget = runs["meta"].map(lambda m: StopRule.from_meta(m if isinstance(m, dict) else {}))
     learned = runs["learned_alpha"].astype(bool)
     budgets = {}
     for name, group in budget[~learned].groupby(runs.loc[~learned, "dataset"], sort=False):
@@ -268,7 +231,7 @@ def first_screen(runs: pd.DataFrame, stats: pd.DataFrame, order=None) -> FirstSc
             if group["learned_alpha"].astype(bool).any():
                 left.append((label, "learns α"))
             else:
-                own = dict.fromkeys(run_budget(m).describe() for m in group["meta"])
+                own = dict.fromkeys(StopRule.from_meta(m).describe() for m in group["meta"])
                 left.append((label, "; ".join(own)))
         counts = here["chains"].astype(int)
         found.append(DatasetAnswer(

@@ -31,6 +31,8 @@ import pandas as pd
 from dpmmbench import algorithms
 from dpmmbench.datasets import resolve
 
+from .entries import NOT_REPRODUCED, REPRODUCED
+
 HELD, FAILED, UNDECIDED, UNCHECKED = "held", "did not hold", "not decided at this budget", "could not be checked"
 
 #: a verdict needs at least this many draws of the data set within the claim's scope
@@ -334,6 +336,133 @@ def check_claims(frame: pd.DataFrame, runs: pd.DataFrame) -> list:
     return [chang2013(runs[one]), daume2007(frame, runs), wang2017(runs)]
 
 
+# ---- the entries' criteria: verdict, margin and sensitivity ------------------------------------
+#: a threshold is halved and doubled to see whether the verdict depends on where it was set
+SENSITIVITY_FACTORS = (0.5, 2.0)
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """A reproduction entry's criterion as a function of its thresholds.
+
+    The entry computes its numbers once; ``holds`` decides from them at any thresholds, so the
+    generic code below gives the verdict (:func:`decide`), and whether it flips when a
+    threshold is halved or doubled (:func:`sensitivity`).
+
+    Attributes
+    ----------
+    thresholds : dict
+        Threshold in words -> its value (empty for a pure ordering: "A above B").
+    holds : callable
+        ``holds(thresholds) -> bool`` for a dict of the same keys.
+    margin : str
+        The deciding numbers against the thresholds, in words (how far from flipping).
+    """
+
+    thresholds: dict
+    holds: object
+    margin: str
+
+
+def decide(criterion: Criterion) -> str:
+    """The entry's verdict from its criterion at its own thresholds.
+
+    Parameters
+    ----------
+    criterion : Criterion
+
+    Returns
+    -------
+    str
+        :data:`reports.entries.REPRODUCED` or :data:`reports.entries.NOT_REPRODUCED`.
+    """
+    return REPRODUCED if criterion.holds(dict(criterion.thresholds)) else NOT_REPRODUCED
+
+
+def sensitivity(criterion: Criterion) -> list:
+    """The verdict with each threshold halved and doubled (the others kept).
+
+    Parameters
+    ----------
+    criterion : Criterion
+
+    Returns
+    -------
+    list of tuple
+        ``(threshold name, factor, value, holds, flips)`` per threshold and factor of
+        :data:`SENSITIVITY_FACTORS`; ``flips`` when ``holds`` differs from the verdict at the
+        entry's own thresholds.
+
+    Examples
+    --------
+    >>> from dpmmbench.reports.claims import Criterion, sensitivity
+    >>> c = Criterion({"factor": 1.5}, lambda t: 1.31 >= t["factor"], "1.31 against 1.5")
+    >>> [(f, holds, flips) for _, f, _, holds, flips in sensitivity(c)]
+    [(0.5, True, True), (2.0, False, False)]
+    """
+    base = bool(criterion.holds(dict(criterion.thresholds)))
+    out = []
+    for name, value in criterion.thresholds.items():
+        for factor in SENSITIVITY_FACTORS:
+            moved = {**criterion.thresholds, name: value * factor}
+            held = bool(criterion.holds(moved))
+            out.append((name, factor, value * factor, held, held != base))
+    return out
+
+
+def flips(criterion) -> bool:
+    """Whether halving or doubling any threshold of ``criterion`` (None: no criterion) flips
+    the verdict."""
+    return criterion is not None and any(row[-1] for row in sensitivity(criterion))
+
+
+def sensitivity_text(criterion: Criterion) -> str:
+    """:func:`sensitivity` in words: 'Halved (x) or doubled (y): the verdict stays' per
+    threshold, or which change flips it; a pure ordering says it has no threshold."""
+    if not criterion.thresholds:
+        return "An ordering with no threshold: halving or doubling cannot move it."
+    words = []
+    for name, value in criterion.thresholds.items():
+        rows = [r for r in sensitivity(criterion) if r[0] == name]
+        flipped = [r for r in rows if r[-1]]
+        at = " and ".join(f"{_factor_word(r[1])} ({r[2]:.3g})" for r in rows)
+        if flipped:
+            words.append(f"{name} {value:.3g}: THE VERDICT FLIPS when "
+                         + " or ".join(f"{_factor_word(r[1])} ({r[2]:.3g}, "
+                                       f"{REPRODUCED if r[3] else NOT_REPRODUCED})" for r in flipped))
+        else:
+            words.append(f"{name} {value:.3g}: the verdict stays when {at}")
+    return "; ".join(words) + "."
+
+
+def _factor_word(factor: float) -> str:
+    return {0.5: "halved", 2.0: "doubled"}.get(factor, f"times {factor:g}")
+
+
+def regime_note(budget_s: float, paper: str, far_below: bool) -> str:
+    """The sentence that says a verdict was decided at a budget far below the paper's regime.
+
+    Parameters
+    ----------
+    budget_s : float
+        Sampler seconds per chain the verdict was decided at.
+    paper : str
+        The paper's regime in words ("minutes to hours per chain").
+    far_below : bool
+        Whether the budget is far below it (the entry decides: iterations, not seconds, are
+        what the regime is about).
+
+    Returns
+    -------
+    str
+        Empty when not far below.
+    """
+    if not far_below:
+        return ""
+    return (f"Decided at {budget_s:g} s of sampler time per chain, far below the paper's regime ({paper}): the "
+            f"verdict is about this budget, not yet about the paper's claim.")
+
+
 # ---- Chang & Fisher 2013 ---------------------------------------------------------------------
 def chang2013(runs: pd.DataFrame) -> Claim:
     """Sub-cluster samplers reach the true clusters and the plateau; FSD, Gibbs and
@@ -471,7 +600,9 @@ def daume2007(frame: pd.DataFrame, runs: pd.DataFrame) -> Claim:
     claim = ("Beam search for the MAP partition with the inadmissible heuristic finds a partition of higher log "
              "joint than collapsed Gibbs (and Gibbs with split-merge moves) reach in the same wall time.")
     criterion = ("On each draw, each baseline chain is read at the search's finishing time (median over the search's "
-                 "seeds): its log joint is that of its last iteration completed by then. The draw holds when the "
+                 "seeds): its log joint is that of its last iteration completed by then; a baseline with a chain that "
+                 "had completed no sweep by then is inconclusive (its state is the starting one), and the time each "
+                 "baseline needs to pass the search is given. The draw holds when the "
                  "search's median log joint is above every baseline's median there; draws of "
                  f"{DAUME_SCOPE.describe()} count. A baseline whose chains all ended before that time counts only "
                  f"against the claim: when its median final log joint is not below the search's, the search "
@@ -517,17 +648,29 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
                     "log joint at that time": float(r.final_log_joint), "chain ran to (s)": float(r.time_s)}
                    for r in s_runs.itertuples()]
         for label, b_runs in baselines.groupby("label", sort=False):
-            values, lengths = [], []
+            values, lengths, unswept, passes = [], [], 0, []
             for r in b_runs.itertuples():
                 chain = frame[frame["run"] == r.run].sort_values("iteration")
                 done = chain[chain["time_s"] <= at]
+                # a chain with no completed sweep by then holds its starting state: no evidence
+                unswept += int(not (done["iteration"] >= 1).any())
                 values.append(float((done if len(done) else chain.iloc[:1])["log_joint"].iloc[-1]))
                 lengths.append(float(chain["time_s"].iloc[-1]))
+                above = chain.loc[chain["log_joint"] > value, "time_s"]
+                passes.append(float(above.iloc[0]) if len(above) else math.inf)
                 chains.append({"dataset": dataset, "draw": _draw_label(dataset), "algorithm": label,
                                "role": "baseline", "seed": int(r.seed), "compared with": s_label,
                                "compared at (s)": at, "log joint at that time": values[-1],
                                "chain ran to (s)": lengths[-1]})
             b_value = float(np.median(values))
+            passed = float(np.median(passes))
+            passed_text = (f"{label} passes the search after {passed:.3g} s" if math.isfinite(passed)
+                           else f"{label} never passes the search in its {max(lengths):.3g} s")
+            if unswept and max(lengths) >= at:
+                pairs.append((None, math.nan, f"{s_label} vs {label} inconclusive: {unswept} of {len(values)} "
+                                              f"{label} chains had not completed one sweep at {at:.3g} s ({passed_text})",
+                              label))
+                continue
             if max(lengths) < at:  # given less time: it can only tell against the claim
                 pairs.append((None, math.nan, f"{s_label} vs {label} inconclusive: {label} ran only "
                                               f"{max(lengths):.3g} s, less than the search", label)
@@ -543,7 +686,8 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
             else:
                 outcome = f"{label} higher by {b_value - value:,.1f} nats"
             pairs.append((value > b_value, value - b_value,
-                          f"{s_label} vs {label} at {at:.3g} s: {value:,.1f} vs {b_value:,.1f} nats, {outcome}", label))
+                          f"{s_label} vs {label} at {at:.3g} s: {value:,.1f} vs {b_value:,.1f} nats, {outcome}; "
+                          f"{passed_text}", label))
     if baselines.empty:
         return _Draw(dataset, None, "", f"no {' or '.join(DAUME_BASELINES)} ran on it", compared=False), chains
     text = "; ".join(p[2] for p in pairs)
@@ -553,7 +697,10 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
     if short:  # inconclusive or not, the scale it fell short of is named
         return _Draw(dataset, None, text, f"below the claim's scale: {'; '.join(short)}", numbers=numbers), chains
     if not conclusive:
-        return _Draw(dataset, None, text, "every baseline ran less time than the search", numbers=numbers), chains
+        unswept = any("had not completed one sweep" in p[2] for p in pairs)
+        return _Draw(dataset, None, text, "inconclusive: a baseline chain had no completed sweep at the search's "
+                                          "finishing time" if unswept else "every baseline ran less time than the "
+                                          "search", numbers=numbers), chains
     worst = min(conclusive, key=lambda p: p[1])
     reason = (f"{worst[3]} was {'higher' if worst[1] < 0 else 'as high'} at the search's finishing time"
               if not worst[0]

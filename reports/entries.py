@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable here"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE)
+#: the comparison rests on a chain that had not completed one sweep where it was read: its state
+#: is the starting one, so neither outcome says anything about the sampler
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, INCONCLUSIVE)
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Entry:
     measured : str
         What this suite measured, with numbers, under the differences the record states.
     verdict : str
-        :data:`REPRODUCED`, :data:`NOT_REPRODUCED` or :data:`NOT_COMPARABLE`.
+        :data:`REPRODUCED`, :data:`NOT_REPRODUCED`, :data:`NOT_COMPARABLE` or :data:`INCONCLUSIVE`.
     reason : str
         Why, in one sentence.
     table : pandas.DataFrame, optional
@@ -34,6 +37,14 @@ class Entry:
         PNG of this suite's result in the paper's axes.
     caption : str
         What the figure shows.
+    criterion : reports.claims.Criterion, optional
+        The criterion as a function of its thresholds: its margin and whether the verdict
+        flips when a threshold is halved or doubled are computed from it
+        (:func:`reports.claims.sensitivity`). A reproduced or not reproduced entry with a
+        criterion must agree with it at its thresholds.
+    regime : str
+        Where the verdict was decided against the paper's regime (a budget far below it is
+        said so), empty when it is the paper's.
     """
 
     item: str
@@ -44,10 +55,17 @@ class Entry:
     table: pd.DataFrame | None = None
     figure: bytes | None = None
     caption: str = ""
+    criterion: object | None = None
+    regime: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+        if self.criterion is not None and self.verdict in (REPRODUCED, NOT_REPRODUCED):
+            # the generic verdict code decides: an entry cannot say otherwise than its criterion
+            held = bool(self.criterion.holds(dict(self.criterion.thresholds)))
+            if held != (self.verdict == REPRODUCED):
+                raise ValueError(f"{self.item}: verdict {self.verdict!r} disagrees with its criterion")
 
 
 @dataclass
@@ -62,3 +80,9 @@ class Tables:
     claims: list
     record: dict
     extra: dict = field(default_factory=dict)  #: file stem -> DataFrame (extra CSV tables)
+    #: the suite's many-core scaling records (``docs/scaling/*.json``, as
+    #: :func:`reports.scaling_doc.load_records` reads them): the measured rows a speed-up
+    #: verdict past two workers rests on
+    scaling_records: list = field(default_factory=list)
+    #: the paper's own small measurements (``checks.json``: each with its commit and machine)
+    checks: dict = field(default_factory=dict)

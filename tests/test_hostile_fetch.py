@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmmbench.datasets import _archives, _registries, fetch, formats
+from dpmmbench.datasets import _archives, _registry_packages, fetch, formats
 from dpmmbench.datasets.fetch import RemoteFile, Source
 from dpmmbench.datasets.registry import REGISTRY
 
@@ -201,12 +201,12 @@ def test_a_source_without_a_pin_is_refused():
 
 
 def test_wheel_options_select_the_pinned_wheel():
-    assert _registries._wheel_options("lda-3.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl") == [
+    assert _registry_packages._wheel_options("lda-3.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl") == [
         "--implementation", "cp", "--python-version", "3.11", "--abi", "cp311",
         "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64"]
-    assert _registries._wheel_options("pkg-1.0-py3-none-any.whl") == ["--implementation", "py", "--python-version", "3"]
+    assert _registry_packages._wheel_options("pkg-1.0-py3-none-any.whl") == ["--implementation", "py", "--python-version", "3"]
     with pytest.raises(ValueError, match="not a wheel file name"):
-        _registries._wheel_options("pkg-1.0.tar.gz")
+        _registry_packages._wheel_options("pkg-1.0.tar.gz")
 
 
 # ---- random bytes fed to the readers ----------------------------------------------------------

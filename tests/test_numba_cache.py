@@ -1,4 +1,4 @@
-"""numba's disk cache of the package's kernels (algorithms/_numba_cache): follows edits across
+"""numba's disk cache of the package's kernels (algorithms/numba_cache): follows edits across
 modules, keeps concurrent writers apart, leaves numba's own classes alone, and steps aside where
 it cannot work (an unverified numba, a read-only install)."""
 import json
@@ -13,13 +13,13 @@ import pytest
 from numba.core import caching
 
 from conftest import build_wheel
-from dpmmbench.algorithms import _numba_cache
+from dpmmbench.algorithms import numba_cache
 from dpmmbench.algorithms._numerics import sample_log_weights
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CALLEE = "from ._numba_cache import kernel\n\n\n@kernel\ndef value():\n    return {}\n"
-CALLER = ("from ._numba_cache import kernel\nfrom ._probe_callee import value\n\n\n"
+CALLEE = "from .numba_cache import kernel\n\n\n@kernel\ndef value():\n    return {}\n"
+CALLER = ("from .numba_cache import kernel\nfrom ._probe_callee import value\n\n\n"
           "@kernel\ndef twice():\n    return 2 * value()\n")
 RUN = "from algorithms._probe_caller import twice; print(twice(), sum(twice.stats.cache_hits.values()))"
 
@@ -53,7 +53,7 @@ def _chain(prelude="", **run):
 
 def test_package_kernels_use_the_package_stamp():
     locator = sample_log_weights._cache._impl.locator
-    assert locator.get_source_stamp()[1] == _numba_cache.package_digest()
+    assert locator.get_source_stamp()[1] == numba_cache.package_digest()
     assert sample_log_weights.stats.cache_path is not None
 
 
@@ -73,7 +73,7 @@ def test_numba_itself_is_left_alone():
 
 def test_kernel_refuses_a_cache_option():
     with pytest.raises(TypeError, match="cache"):
-        _numba_cache.kernel(cache=False)
+        numba_cache.kernel(cache=False)
 
 
 def test_editing_a_callee_in_another_module_recompiles_the_caller(tmp_path):
@@ -103,7 +103,7 @@ def test_concurrent_writers_never_share_a_data_file(tmp_path):
     data file number 1, and one's index then named the other's binary) keep their entries
     apart; the data is on disk before any index names it."""
     cache_file = type(sample_log_weights._cache._cache_file)
-    stamp = ("numba's own stamp", _numba_cache.package_digest())
+    stamp = ("numba's own stamp", numba_cache.package_digest())
     writers = [cache_file(str(tmp_path), "kernel-1.py311", stamp) for _ in range(2)]
     snapshot = writers[0]._load_index()  # both read the (empty) index ...
     order = []
@@ -122,12 +122,12 @@ def test_concurrent_writers_never_share_a_data_file(tmp_path):
 
 
 def test_numba_versions_checked():
-    assert _numba_cache.numba_verified(numba.__version__)
-    assert _numba_cache.numba_verified("0.60.0") and _numba_cache.numba_verified("0.68.1")
-    assert not _numba_cache.numba_verified("0.59.1")
-    assert not _numba_cache.numba_verified("0.69.0rc1")
-    assert not _numba_cache.numba_verified("1.0.0")
-    assert not _numba_cache.numba_verified("unknown")
+    assert numba_cache.numba_verified(numba.__version__)
+    assert numba_cache.numba_verified("0.60.0") and numba_cache.numba_verified("0.68.1")
+    assert not numba_cache.numba_verified("0.59.1")
+    assert not numba_cache.numba_verified("0.69.0rc1")
+    assert not numba_cache.numba_verified("1.0.0")
+    assert not numba_cache.numba_verified("unknown")
 
 
 @pytest.mark.slow
@@ -183,11 +183,11 @@ def test_provenance_counts_the_kernels_without_scanning_the_heap(monkeypatch):
     The provenance counts the kernels that kernel() built instead."""
     import gc
 
-    from dpmmbench.algorithms import _numba_cache
+    from dpmmbench.algorithms import numba_cache
     from dpmmbench.workflows.provenance import process_facts
 
-    square = _numba_cache.kernel(lambda x: x * x)
-    assert square(3.0) == 9.0 and square in _numba_cache.kernels()
+    square = numba_cache.kernel(lambda x: x * x)
+    assert square(3.0) == 9.0 and square in numba_cache.kernels()
 
     def refuse():
         raise AssertionError("process_facts scanned the heap")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from dpmmbench.reports.claims import sensitivity
 from dpmmbench.reports.papers import chang2013 as paper
 from dpmmbench.reports.entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, VERDICTS, Tables
 
@@ -171,3 +172,22 @@ def test_concentration_verdict_flips_when_alpha_moves_the_clusters():
     runs.loc[moved, "final_vi"] = 0.1 + 2 * paper.ALPHA_VI_SLACK
     entry = paper.concentration(_tables(runs))
     assert entry.verdict == NOT_REPRODUCED and f"at most {paper.ALPHA_VI_SLACK:g} nats (no" in entry.reason
+
+
+def test_the_16_core_column_is_decided_on_measured_many_core_rows():
+    """With a many-core scaling record (docs/scaling's shape) the column is decided on its
+    measured rows, named with their machine and commit; the 2-worker run cannot decide it."""
+    def record(speedup):
+        rows = [{"algorithm": a, "dataset": paper.SYNTH, "backend": "in-process", "workers": 1, "threads": t,
+                 "seconds_per_iteration": 1.0 / (speedup if t == 16 else 1.0), "n_clusters": 10, "nmi": 1.0}
+                for a in paper.MANY_CORE for t in (1, 16)]
+        return {"machine": {"name": "16-core", "cores": 16, "cpu": "test CPU", "memory_gb": 64}, "commit": "abcdef1",
+                "rows": rows}
+
+    tables = _tables(_with_parallel(_runs(_finals())))
+    fast = paper.cores(Tables(**{**tables.__dict__, "scaling_records": [record(12.0)]}))
+    assert fast.verdict == REPRODUCED and "16-core (test CPU), commit abcdef1" in fast.measured
+    slow = paper.cores(Tables(**{**tables.__dict__, "scaling_records": [record(4.0)]}))
+    assert slow.verdict == NOT_REPRODUCED and "4×" in slow.criterion.margin
+    # 12x against 10x: halving keeps it, doubling (20x) flips it
+    assert [row[3] for row in sensitivity(fast.criterion)] == [True, False]

@@ -77,3 +77,28 @@ def test_missing_runs_are_named():
     assert mnist.verdict == NOT_COMPARABLE and "search-increasing on mnist10k" in mnist.measured
     assert entries["Artificial data: # of enqueued points"].verdict == NOT_COMPARABLE
     assert "reproduce_daume2007.py" in entries["Artificial data: # of enqueued points"].measured
+
+
+def test_a_sampler_with_no_completed_sweep_at_the_searchs_time_is_inconclusive_there():
+    """The search finishes at 2 s; a chain whose first sweep ends at 3 s holds its starting state
+    then, so that comparison is inconclusive, and each sampler's time to pass the search is given."""
+    tables = _tables(search_score=-400.0)
+    curves = tables.curves.copy()
+    curves.loc[curves["iteration"] == 1, "time_s"] = 3.0
+    entries = {e.item: e for e in paper.entries(Tables(**{**tables.__dict__, "curves": curves}))}
+    mnist = entries["Real data: MNIST (table)"]
+    assert (mnist.table["Gibbs -log p at search's time"] == paper.INCONCLUSIVE_CELL).all()
+    assert "inconclusive" in mnist.reason and "pass the search" in mnist.reason
+    # the samplers are above -400 from their first sweep on: they pass it at 3 s
+    assert set(mnist.table["Gibbs s to pass search"]) == {"3"}
+
+
+def test_each_criterion_gives_its_margin_and_its_sensitivity():
+    from dpmmbench.reports.claims import flips, sensitivity
+
+    enqueued = {e.item: e for e in paper.entries(_tables(pushed=(130, 40)))}["Artificial data: # of enqueued points"]
+    # 130 / 40 = 3.25 pushes against a threshold of 3: doubling it flips the verdict
+    assert enqueued.verdict == REPRODUCED and "3.2×" in enqueued.criterion.margin
+    assert flips(enqueued.criterion)
+    doubled = [row for row in sensitivity(enqueued.criterion) if row[0] == paper.PUSHED and row[1] == 2.0]
+    assert doubled == [(paper.PUSHED, 2.0, 6.0, False, True)]

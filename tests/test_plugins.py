@@ -22,7 +22,7 @@ from sklearn.metrics import normalized_mutual_info_score
 from test_workflow import snakemake
 
 from dpmmbench import DPMM, algorithms, datasets
-from dpmmbench.algorithms import _plugins
+from dpmmbench.algorithms import plugin_discovery
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows.cli import main
 
@@ -211,10 +211,10 @@ def test_discovery_reads_entry_points_and_checks_what_they_load():
 
     eps = [EntryPoint("ok", "dpmmbench.algorithms.gibbs:CollapsedGibbs", "dpmmbench.algorithms"),
            EntryPoint("nope", "dpmmbench.algorithms.gibbs:NoSuchThing", "dpmmbench.algorithms")]
-    found, refused = _plugins.discover("algorithms", [], lambda name, obj: None, entry_points=eps)
+    found, refused = plugin_discovery.discover("algorithms", [], lambda name, obj: None, entry_points=eps)
     assert list(found) == ["ok"] and found["ok"].distribution == "an unknown distribution"
     assert "failed to import" in refused["nope"] and "AttributeError" in refused["nope"]
-    found, refused = _plugins.discover("algorithms", [], lambda name, obj: "is not welcome", entry_points=eps[:1])
+    found, refused = plugin_discovery.discover("algorithms", [], lambda name, obj: "is not welcome", entry_points=eps[:1])
     assert not found and refused["ok"].endswith("is not welcome; left out")
 
 

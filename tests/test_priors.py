@@ -223,7 +223,7 @@ def test_the_report_shows_one_prior_figure_per_dataset(report_with_priors):
 
 @pytest.mark.slow
 def test_the_report_with_priors_renders_in_chromium(report_with_priors, tmp_path):
-    from test_report import open_in_chromium
+    from pages import open_in_chromium
 
     seen = open_in_chromium(report_with_priors, tmp_path)
     assert "priors" in seen["page"]["sections"]

@@ -21,8 +21,9 @@ import yaml
 
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows import service
-from dpmmbench.workflows.cli import EXIT_CODES
-from dpmmbench.workflows.service_client import SERVICE_VARIABLE, forward, socket_path
+from dpmmbench.workflows import service_client
+from dpmmbench.workflows.cli import EXIT_CODES, run_request
+from dpmmbench.workflows.service_client import SERVICE_VARIABLE, socket_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "workflows" / "config" / "smoke.yaml"
@@ -49,6 +50,11 @@ def running():
 def run_args(out, algorithm="gibbs", workers=1, iterations=5, dataset="synth-chang2013?n=300", *extra):
     return ["run", "--algorithm", algorithm, "--dataset", dataset, "--iterations", str(iterations), "--seed", "3",
             "--workers", str(workers), "--threads", "1", "--no-progress", "--out", str(out), *extra]
+
+
+def forward(argv, where):
+    """``dpmmbench ARGV`` handed to the run service ``where`` as a job hands it."""
+    return service_client.forward(run_request(argv), where)
 
 
 def command(argv, env_service=None, cwd=None):
@@ -163,7 +169,7 @@ def test_a_job_that_goes_away_has_its_run_cancelled(running, tmp_path):
     argv = run_args(tmp_path / "long.parquet", "gibbs", 1, 10**6, "synth-chang2013?n=2000", "--time-budget", "300")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path(running))
-    sock.sendall(json.dumps({"argv": argv, "cwd": str(tmp_path), "started": time.time()}).encode() + b"\n")
+    sock.sendall(json.dumps({**run_request(argv, cwd=str(tmp_path)), "started": time.time()}).encode() + b"\n")
     with distributed.Client(service.read_state(running)["scheduler"], timeout=30) as client:
         def chains():
             return [k for keys in client.processing().values() for k in keys if str(k).startswith("chain-")]

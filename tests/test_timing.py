@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dpmmbench import algorithms, datasets
-from dpmmbench.algorithms.runner import warm_up
+from dpmmbench.algorithms.runner import StopRule, warm_up
 from dpmmbench.reports.runs import job_file, read_runs
 from dpmmbench.reports.timing import timing_rows, workflow_timing
 from dpmmbench.reports.traces import trace_frame, write_trace
@@ -72,7 +72,7 @@ def test_scoring_time_is_the_callbacks_and_not_the_samplers(monkeypatch):
     sampler = algorithms.make("gibbs", family=data.family, seed=0)
     warm_up(sampler, data.X)  # as the driver does: loading compiled kernels is no sampler time either
     rows, timing = [], {}
-    result = driver._scored_chain(sampler, data.X, iterations, None, rows, timing=timing)
+    result = driver._scored_chain(sampler, data.X, StopRule(iterations), rows, timing=timing)
     assert len(rows) == iterations + 1
     assert timing["score_s"] >= pause * (iterations + 1)
     assert result.sampler_s == rows[-1]["time_s"] < pause  # the pauses are not sampler time
@@ -98,7 +98,7 @@ def test_a_failed_chain_keeps_its_scoring_time():
     sampler = Failing(algorithms.make("gibbs", family=data.family, seed=0))
     rows, timing = [], {}
     with pytest.raises(RuntimeError, match="second step"):
-        driver._scored_chain(sampler, data.X, 5, None, rows, timing=timing)
+        driver._scored_chain(sampler, data.X, StopRule(5), rows, timing=timing)
     assert len(rows) == 2 and timing["score_s"] > 0
     assert np.isfinite(timing["score_s"])
 

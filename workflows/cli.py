@@ -25,16 +25,8 @@ import os
 import sys
 from contextlib import contextmanager
 
+from .errors import EXIT_CODES, DataError, classify, message, writable, write_to
 from .service_client import SERVICE_VARIABLE
-
-#: exit codes by class of mistake; :func:`main` maps exceptions to them, in one place
-EXIT_CODES = {
-    "usage": 2,        # unknown command, algorithm or option, a missing or invalid option value
-    "data": 3,         # a bad dataset name or parameters, a data or trace file missing, unreadable, corrupt
-    "output": 4,       # --out cannot be written
-    "cluster": 5,      # the Dask scheduler did not answer, a worker or a shard was lost
-    "interrupted": 130,
-}
 
 _EPILOG = """exit codes:
   0    success
@@ -48,10 +40,6 @@ _EPILOG = """exit codes:
        (the rows recorded so far are written to --out with status "failed")
   130  interrupted (Ctrl-C)
 Every error is one line on stderr; --traceback shows the traceback instead."""
-
-
-class OutputError(OSError):
-    """The destination of a command's output cannot be written."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,13 +75,20 @@ def parse_option(text: str) -> tuple[str, object]:
     return key, value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(defaults=None) -> argparse.ArgumentParser:
     """The argument parser of ``dpmmbench`` (``run``, ``summarize``, ``report`` and ``list``).
 
     The run parameters' defaults come from :data:`algorithms.constraints.RUN_DEFAULTS`;
     their values are checked where the run is specified (:class:`workflows.driver.RunSpec`), not here.
+
+    Parameters
+    ----------
+    defaults : mapping, optional
+        The run parameters' defaults instead (:func:`run_request` leaves them out).
     """
-    from dpmmbench.algorithms.constraints import RUN_DEFAULTS as default
+    if defaults is None:
+        from dpmmbench.algorithms.constraints import RUN_DEFAULTS as defaults
+    default = defaults
     parser = _Parser(prog="dpmmbench", description="Benchmark suite for Dirichlet process mixture model inference.",
                      epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traceback", "--debug", action="store_true",
@@ -194,38 +189,82 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args) -> int:
-    from dpmmbench.reports.traces import check_trace_path, remove_stale_temporaries, write_trace
-
     from . import driver
 
     # Before any work: a bad destination or option must not cost a run (the driver checks
     # the rest, and the data, before it starts a cluster).
-    out = _writable(check_trace_path(args.out))
+    out = writable(args.out, trace=True)
+    spec = driver.RunSpec.from_dict(spec_fields(args))
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    with _quiet_dask(not args.traceback):
+        print(driver.execute(spec, out, progress=progress, command=["dpmmbench", *args.argv]))
+    return 0
+
+
+#: fields of a run spec (:meth:`workflows.driver.RunSpec.from_dict`) that ``run`` takes as flags of their name
+_SPEC_FLAGS = ("algorithm", "dataset", "seed", "workers", "threads", "name", "scheduler", "alpha", "alpha_prior",
+               "init_clusters", "data_file", "test_fraction", "split_seed", "heldout_draws", "warmup")
+
+
+def spec_fields(args) -> dict:
+    """The run spec of parsed ``run`` arguments, as :meth:`workflows.driver.RunSpec.to_dict`
+    writes it (the CLI is one adapter from argv to a spec); flags left out (parsed without
+    defaults) are left to the spec's defaults. Only the standard library is used.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    ValueError
+        An ``--option`` that is not ``key=value``, or one given twice.
+    """
+    given = vars(args)
+    fields = {key: given[key] for key in _SPEC_FLAGS if key in given}
     options = {}
-    for text in args.option:
+    for text in given.get("option") or []:
         key, value = parse_option(text)
         if key in options:
             raise ValueError(f"option {key!r} given twice")
         options[key] = value
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    fields["options"] = options
+    fields["stop"] = {"iterations": given["iterations"], "seconds": given.get("time_budget")}
+    return fields
 
-    spec = driver.RunSpec(args.algorithm, args.dataset, args.iterations, seed=args.seed, workers=args.workers,
-                          scheduler=args.scheduler, time_budget=args.time_budget, alpha=args.alpha,
-                          alpha_prior=args.alpha_prior, init_clusters=args.init_clusters, options=options,
-                          threads=args.threads, name=args.name, data_file=args.data_file,
-                          test_fraction=args.test_fraction, split_seed=args.split_seed,
-                          heldout_draws=args.heldout_draws, warmup=args.warmup)
-    with _quiet_dask(not args.traceback):
-        trace, meta = driver.run(spec, out=out, progress=progress, client=args.client, cache=args.cache,
-                                 command=["dpmmbench", *args.argv])
-    # Every option was checked: temporaries a killed run left next to --out can go.
-    remove_stale_temporaries(out)
-    _write(out, lambda: write_trace(trace, out, meta))
-    last = trace.iloc[-1]
-    heldout = "" if meta["heldout_lpd"] is None else f", held-out log predictive {meta['heldout_lpd']:.6g} per point"
-    print(f"{out}: {meta['algorithm']} on {meta['dataset']}, {meta['iterations']} iterations in "
-          f"{last['time_s']:.3g} s, {last['n_clusters']} clusters, log joint {last['log_joint']:.6g}{heldout}")
-    return 0
+
+def run_request(argv, cwd=None) -> dict:
+    """The request a ``dpmmbench run`` job hands to the workflow's run service
+    (:func:`workflows.service_client.forward`): its spec (:func:`spec_fields`), trace path,
+    command line and working folder; parsed without importing numpy or Dask.
+
+    Parameters
+    ----------
+    argv : list of str
+        ``dpmmbench`` arguments (``["run", ...]``).
+    cwd : str, optional
+        The folder relative paths in ``argv`` are relative to; default this process's.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    SystemExit
+        A usage error, told by argparse.
+    ValueError
+        A bad ``--option``.
+    """
+    import collections
+
+    # no defaults here: they are the spec's, filled in where it is built (and importing them needs numpy)
+    args = build_parser(defaults=collections.defaultdict(lambda: argparse.SUPPRESS)).parse_args(argv)
+    return {"spec": spec_fields(args), "out": args.out, "command": ["dpmmbench", *argv], "cwd": cwd or os.getcwd()}
 
 
 @contextmanager
@@ -242,8 +281,7 @@ def _quiet_dask(quiet: bool):
     # it is imported, which comes later (the parameters are checked before).
     disabled, options = logging.root.manager.disable, list(sys.warnoptions)
     logging.disable(logging.ERROR)
-    # The tracker process is started with this process's -W options (added once: the run
-    # service runs several runs at once, each restoring what it found).
+    # The tracker process is started with this process's -W options.
     ignore = "ignore::UserWarning:multiprocessing.resource_tracker"
     if ignore not in sys.warnoptions:
         sys.warnoptions.append(ignore)
@@ -254,28 +292,8 @@ def _quiet_dask(quiet: bool):
         sys.warnoptions[:] = options
 
 
-def _writable(out):
-    """``out`` if a file can be created there (:func:`reports.traces.check_writable`), else OutputError."""
-    from dpmmbench.reports.traces import check_writable
-
-    try:
-        return check_writable(out)
-    except OSError as exc:
-        raise OutputError(f"--out {str(out)!r}: {exc}") from exc
-
-
-def _write(out, write):
-    """``write()``, an OSError from it being an OutputError naming ``out``."""
-    try:
-        return write()
-    except OSError as exc:
-        raise OutputError(f"--out {str(out)!r}: could not write it ({exc})") from exc
-
-
 def _read_traces(read):
     """``read()``, whatever reading the trace files raises being a data error."""
-    from .driver import DataError
-
     try:
         return read()
     except (ValueError, OSError, LookupError) as exc:
@@ -304,7 +322,7 @@ def _cmd_summarize(args) -> int:
     for flag, out in zip(("--out", "--runs"), outs):
         if out.suffix != ".csv":
             raise ValueError(f"{flag} must end in .csv, got {str(out)!r}")
-        _writable(out)
+        writable(out)
     frame, runs = _read_traces(lambda: read_runs(args.traces))
     tolerance = TARGET_TOLERANCE if args.target_tolerance is None else args.target_tolerance
     tables = [summary_table(frame, runs, tolerance)] + ([runs_table(runs)] if args.runs else [])
@@ -313,7 +331,7 @@ def _cmd_summarize(args) -> int:
             out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
 
-        _write(out, write)
+        write_to(out, write)
     shown = ["dataset", "algorithm", "workers", "chains", "final_log_joint", "rhat_log_joint", "ess_per_s",
              "time_to_target_s", "heldout_lpd"]
     print(tables[0][shown].to_string(index=False))
@@ -329,7 +347,7 @@ def _cmd_report(args) -> int:
     out = Path(args.out)
     if out.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"--out must end in .html, got {args.out!r}")
-    _writable(out)
+    writable(out)
     config = None
     if args.config is not None:
         import yaml
@@ -409,24 +427,18 @@ def _one_line(text) -> str:
     return " ".join(str(text or "").split())
 
 
-def main(argv=None, *, client=None, cache=None, cwd=None) -> int:
+def main(argv=None) -> int:
     """Entry point of ``dpmmbench``; returns the exit code.
 
     When ``$DPMMBENCH_SERVICE`` names a workflow's run service (:mod:`workflows.service`),
-    ``dpmmbench run`` hands its arguments to it and relays its output and exit code, having
-    imported nothing heavy; a service that does not answer is a cluster error (exit 5).
+    ``dpmmbench run`` hands its run request (:func:`run_request`) to it and relays its output
+    and exit code, having imported nothing heavy; a service that does not answer is a
+    cluster error (exit 5).
 
     Parameters
     ----------
     argv : list of str, optional
         Arguments without the program name (default: ``sys.argv[1:]``).
-    client : workflows.cluster.SharedCluster, optional
-        ``run`` computes on this shared cluster (the run service's own call).
-    cache : workflows.driver.RunCache, optional
-        ``run`` loads its data through this cache (the run service's own call).
-    cwd : str, optional
-        The folder relative paths (``--out``, ``--data-file``) are relative to, when it is
-        not this process's working folder (the run service's call for a job elsewhere).
 
     Returns
     -------
@@ -436,17 +448,14 @@ def main(argv=None, *, client=None, cache=None, cwd=None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     service = os.environ.get(SERVICE_VARIABLE)
-    if client is None and service and _command(argv) == "run":
+    if service and _command(argv) == "run" and not {"-h", "--help"} & set(argv):
         return _forward(argv, service)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help or a usage error, already printed by argparse
         return exc.code if isinstance(exc.code, int) else EXIT_CODES["usage"]
-    args.argv, args.client, args.cache = argv, client, cache
-    if cwd is not None and args.command == "run":
-        args.out = os.path.join(cwd, args.out)  # an absolute path stays as it is
-        args.data_file = None if args.data_file is None else os.path.join(cwd, args.data_file)
+    args.argv = argv
     try:
         return args.func(args)
     except BrokenPipeError:
@@ -455,10 +464,10 @@ def main(argv=None, *, client=None, cache=None, cwd=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except BaseException as exc:
-        kind = _kind(exc)
+        kind = classify(exc)
         if kind is None or args.traceback:
             raise
-        print(f"dpmmbench: {_message(exc, kind)}", file=sys.stderr)
+        print(f"dpmmbench: {message(exc, kind)}", file=sys.stderr)
         return EXIT_CODES[kind]
 
 
@@ -472,7 +481,14 @@ def _forward(argv, service) -> int:
     from .service_client import ServiceGone, forward
 
     try:
-        code, out, err = forward(argv, service)
+        request = run_request(argv)
+    except SystemExit as exc:  # a usage error, already printed by argparse
+        return exc.code if isinstance(exc.code, int) else EXIT_CODES["usage"]
+    except ValueError as exc:  # a bad --option
+        print(f"dpmmbench: {message(exc, 'usage')}", file=sys.stderr)
+        return EXIT_CODES["usage"]
+    try:
+        code, out, err = forward(request, service)
     except ServiceGone as exc:
         print(f"dpmmbench: error: {exc}", file=sys.stderr)
         return EXIT_CODES["cluster"]
@@ -482,45 +498,6 @@ def _forward(argv, service) -> int:
     sys.stdout.write(out)
     sys.stderr.write(err)
     return code
-
-
-def _kind(exc: BaseException) -> str | None:
-    """The class of mistake of ``exc`` (a key of :data:`EXIT_CODES`), or None for a bug.
-
-    Library code reports bad input as ValueError/TypeError (unknown names and options, bad
-    values), LookupError (registries), a DataError (data that cannot be used), ConnectionError
-    or TimeoutError (the scheduler; a shard whose workers keep failing) or distributed's own
-    exceptions (a worker that died running a task).
-    """
-    driver = sys.modules.get("dpmmbench.workflows.driver")  # only it raises DataError
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
-    if isinstance(exc, OutputError):
-        return "output"
-    if driver is not None and isinstance(exc, driver.DataError):
-        return "data"
-    if isinstance(exc, (ConnectionError, TimeoutError)) or _from_dask(exc):
-        return "cluster"
-    if isinstance(exc, (ValueError, TypeError, LookupError)):
-        return "usage"
-    if isinstance(exc, OSError):  # data and output are wrapped where they are read and written
-        return "cluster"
-    return None
-
-
-def _from_dask(exc: BaseException) -> bool:
-    return type(exc).__module__.split(".")[0] in ("distributed", "tornado")
-
-
-def _message(exc: BaseException, kind: str) -> str:
-    """One line saying what went wrong."""
-    if kind == "interrupted":
-        return "interrupted"
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-    text = " ".join(str(text).split()) or type(exc).__name__
-    if _from_dask(exc):
-        text = f"the Dask cluster failed ({type(exc).__name__}): {text}"
-    return f"error: {text}"
 
 
 if __name__ == "__main__":

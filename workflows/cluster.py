@@ -372,18 +372,84 @@ def scheduler_file_address(path) -> str:
     return check_address(address)
 
 
-@dataclass
-class Reservation:
-    """The workers a run holds on a :class:`SharedCluster` (``addresses``: empty when the
-    cluster has no worker yet, the run's own checks then say so), and the futures it asked
-    to be cancelled with it (:meth:`track`)."""
+@dataclass(frozen=True)
+class Place:
+    """Where one run computes, while it holds it (what :meth:`OwnCluster.place` and
+    :meth:`SharedCluster.place` yield): the ``client``, the workers reserved for the run
+    (``reserved``: None on a cluster of its own, which is all the run's; on a shared cluster
+    the reserved addresses, or None when it had no worker yet), whether the cluster is
+    ``shared`` with other runs, and how the run's data are sent to the workers (:meth:`scatter`)."""
 
-    addresses: list[str]
-    futures: list = field(default_factory=list)
+    client: object
+    reserved: list | None
+    shared: bool
+    _scatter: object = field(repr=False)
 
-    def track(self, future) -> None:
-        """Cancel ``future`` if the run is cancelled (:meth:`SharedCluster.cancel`)."""
-        self.futures.append(future)
+    def scatter(self, key, data):
+        """``data`` on the workers, as a future; ``key`` names data already sent to a shared
+        cluster (see :meth:`SharedCluster.scatter`), and is ignored by a cluster of the run's own."""
+        return self._scatter(key, data)
+
+
+class OwnCluster:
+    """A run's cluster of its own (:func:`dask_client`): an existing one at ``scheduler`` (or
+    ``$DASK_SCHEDULER_ADDRESS``), or an embedded one of ``workers`` x ``threads``, opened for
+    the run and closed after it. The address, or the embedded cluster's size against this
+    machine, is checked when this object is made, before the run loads any data.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+    workers, threads : int
+    """
+
+    def __init__(self, scheduler, workers: int, threads: int):
+        self.address = scheduler_address(scheduler)
+        if self.address is not None:
+            check_address(self.address)
+        else:
+            check_embedded(workers, threads)
+        self.workers, self.threads = workers, threads
+
+    @contextmanager
+    def place(self, n: int):
+        """The run's :class:`Place` for the ``with`` block: the whole cluster (``n`` is its size
+        already)."""
+        with dask_client(workers=self.workers, threads=self.threads, scheduler=self.address) as client:
+            yield Place(client, None, False, lambda key, data: client.scatter(data, hash=False))
+
+
+def for_run(scheduler, workers: int, threads: int, client=None):
+    """Where a run computes: a cluster of its own (:class:`OwnCluster`), or ``client``, a cluster
+    shared with other runs (a :class:`SharedCluster`, or a plain ``distributed.Client``
+    shared as it is). Both give the run a :class:`Place` through ``place(workers)``.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        The scheduler the run asks for; on a shared cluster it must be that cluster's.
+    workers, threads : int
+        The run's workers, and threads per worker of an embedded cluster.
+    client : SharedCluster or distributed.Client, optional
+
+    Returns
+    -------
+    OwnCluster or SharedCluster
+
+    Raises
+    ------
+    ConnectionError
+        ``scheduler`` is not the shared cluster's, or does not answer.
+    ValueError
+        A bad address, or an embedded cluster larger than this machine allows.
+    """
+    if client is None:
+        return OwnCluster(scheduler, workers, threads)
+    shared = client if isinstance(client, SharedCluster) else SharedCluster(client)
+    if scheduler is not None and not shared.serves(check_address(scheduler)):
+        raise ConnectionError(f"this run asks for the Dask scheduler at {scheduler}, but it runs on the "
+                              f"shared cluster at {shared.address}")
+    return shared
 
 
 class SharedCluster:
@@ -414,7 +480,6 @@ class SharedCluster:
         self._given = address  #: the address it was reached by, as the user wrote it
         self._cond = threading.Condition()
         self._busy: set[str] = set()  #: addresses reserved by a run
-        self._held: dict[int, Reservation] = {}  #: thread ident -> the reservation it holds
         self._scattered: dict = {}  #: key -> future of data on every worker
 
     @classmethod
@@ -470,9 +535,9 @@ class SharedCluster:
 
         Yields
         ------
-        Reservation
+        list of str
+            The reserved workers' addresses (empty when the cluster has no worker yet).
         """
-        ident = threading.get_ident()
         with self._cond:
             while True:
                 live = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
@@ -481,36 +546,21 @@ class SharedCluster:
                 if len(free) >= want:
                     break
                 self._cond.wait(0.5)  # woken by a release; the timeout sees workers come and go
-            reservation = Reservation(free[:want])
-            self._busy.update(reservation.addresses)
-            self._held[ident] = reservation
+            reserved = free[:want]
+            self._busy.update(reserved)
         try:
-            yield reservation
+            yield reserved
         finally:
-            self.release(ident)
-
-    def release(self, ident: int) -> None:
-        """Free the workers the thread ``ident`` holds (done by :meth:`reserve`; again, harmlessly,
-        by whoever interrupted that thread, in case the interrupt landed in the release)."""
-        with self._cond:
-            reservation = self._held.pop(ident, None)
-            if reservation is not None:
-                self._busy.difference_update(reservation.addresses)
+            with self._cond:
+                self._busy.difference_update(reserved)
                 self._cond.notify_all()
 
-    def cancel(self, ident: int, restart: bool = True) -> None:
-        """Stop the computing of the run in thread ``ident``: cancel its tracked futures and,
-        with ``restart`` on a cluster started here, restart its workers (a running task
-        cannot be stopped otherwise). Nothing if it holds no reservation."""
-        with self._cond:
-            reservation = self._held.get(ident)
-        if reservation is None:
-            return
-        if reservation.futures:
-            self.client.cancel(reservation.futures, force=True)
-        if restart and self.owns and reservation.addresses:
-            with suppress(Exception):  # noqa: BLE001 - a worker that is gone already is stopped
-                self.client.restart_workers(reservation.addresses, raise_for_error=False)
+    @contextmanager
+    def place(self, n: int):
+        """The run's :class:`Place` for the ``with`` block: ``n`` workers reserved
+        (:meth:`reserve`), the cluster left running after it."""
+        with self.reserve(n) as reserved:
+            yield Place(self.client, list(reserved) or None, True, self.scatter)
 
     def scatter(self, key, data):
         """``data`` on the workers, as a future.

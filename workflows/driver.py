@@ -26,6 +26,7 @@ Example
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import sys
@@ -35,7 +36,6 @@ import zipfile
 import zlib
 from collections import deque
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,11 +47,18 @@ import pandas as pd
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, check_parameter
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
-from dpmmbench.algorithms.runner import ChainResult, run_sampler, warm_up
+from dpmmbench.algorithms.runner import ChainResult, StopRule, run_sampler, warm_up
 from dpmmbench.reports.metrics import StateScorer
 from dpmmbench.reports.traces import COMM_COLUMNS, encode_partition, trace_frame
 
+from .errors import Cancelled, DataError, write_to
 from .provenance import environment, process_facts
+
+
+#: seconds between two looks at whether a run was cancelled (its chain's, in a Dask worker)
+CANCEL_POLL = 0.2
+#: seconds a cancelled chain in a Dask worker is given to reach its next step
+CANCEL_GRACE = 30.0
 
 
 # ---- what a run is asked to do ------------------------------------------------------------
@@ -141,10 +148,15 @@ class RunSpec:
     split_seed: int = RUN_DEFAULTS["split_seed"]
     heldout_draws: int = RUN_DEFAULTS["heldout_draws"]
     warmup: bool = True
+    #: when the run's chain stops: after ``iterations`` steps, or once ``time_budget`` seconds
+    #: of sampler time are spent (built, and so checked, once, with the spec)
+    stop: StopRule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        stop = StopRule(iterations=self.iterations, seconds=self.time_budget)  # a run always has its steps
         checked = {f.name: check_parameter(f.name, getattr(self, f.name)) for f in fields(self)
-                   if f.name in RUN_PARAMETERS}
+                   if f.name in RUN_PARAMETERS and f.name not in ("iterations", "time_budget")}
+        checked.update(iterations=stop.iterations, time_budget=stop.seconds, stop=stop)
         for key in ("algorithm", "dataset"):
             checked[key] = _text(key, getattr(self, key))
         checked["name"] = None if self.name is None else _text("name", self.name)
@@ -160,6 +172,67 @@ class RunSpec:
         checked["warmup"] = bool(self.warmup)
         for key, value in checked.items():
             object.__setattr__(self, key, value)
+
+    def to_dict(self) -> dict:
+        """The spec as JSON holds it: every field (``alpha_prior`` a list or None), the stop
+        rule as ``stop`` (:meth:`algorithms.runner.StopRule.to_dict`) instead of
+        ``iterations`` and ``time_budget``. :meth:`from_dict` gives the spec back."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("iterations", "time_budget", "stop")}
+        data["alpha_prior"] = None if self.alpha_prior is None else list(self.alpha_prior)
+        data["options"] = dict(self.options)
+        return {**data, "stop": self.stop.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> RunSpec:
+        """The spec :meth:`to_dict` wrote, checked as every spec is built.
+
+        Parameters
+        ----------
+        data : mapping
+            Fields of the spec, with ``stop`` a mapping of ``iterations`` and ``seconds``.
+
+        Returns
+        -------
+        RunSpec
+
+        Raises
+        ------
+        TypeError, ValueError
+            Unknown keys or bad values (the message names the field).
+        """
+        data = dict(data)
+        stop = data.pop("stop", None)
+        if not isinstance(stop, Mapping):
+            raise TypeError(f"a run spec's stop must be a mapping of iterations and seconds, got {stop!r}")
+        stop = StopRule.from_dict(stop)
+        known = {f.name for f in fields(cls) if f.init} - {"iterations", "time_budget"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TypeError(f"a run spec has no field(s) {unknown}")
+        alpha_prior = data.pop("alpha_prior", None)
+        return cls(data.pop("algorithm", None), data.pop("dataset", None), stop.iterations,
+                   time_budget=stop.seconds, alpha_prior=None if alpha_prior is None else tuple(alpha_prior), **data)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as a line of JSON (what a workflow job hands to the run service).
+
+        Examples
+        --------
+        >>> from dpmmbench.workflows.driver import RunSpec
+        >>> spec = RunSpec("gibbs", "synth-chang2013?n=200", 10, time_budget=5.0, seed=3)
+        >>> RunSpec.from_json(spec.to_json()) == spec
+        True
+        """
+        return json.dumps(self.to_dict(), allow_nan=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """The spec :meth:`to_json` wrote (see :meth:`from_dict`)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"a run spec is a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data)
 
 
 def _text(key, value) -> str:
@@ -231,7 +304,7 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
     if warmup:
         warm_up(sampler, X, init_clusters)
     rows = []
-    _scored_chain(sampler, X, iterations, time_budget, rows, truth=truth, init_clusters=init_clusters,
+    _scored_chain(sampler, X, StopRule(iterations, time_budget), rows, truth=truth, init_clusters=init_clusters,
                   labels=labels, progress=progress, dataset=dataset, workers=workers, name=name)
     return trace_frame(rows)
 
@@ -245,22 +318,25 @@ def _checked_truth(family, X, truth):
     return truth
 
 
-def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, truth=None,
+def _scored_chain(sampler, X, stop, rows, draws=None, *, truth=None,
                   init_clusters=RUN_DEFAULTS["init_clusters"], labels=None, progress=False, dataset="",
-                  workers=RUN_DEFAULTS["workers"], name=None, timing=None, last=None) -> ChainResult:
+                  workers=RUN_DEFAULTS["workers"], name=None, timing=None, last=None,
+                  cancelled=None) -> ChainResult:
     """The chain of :func:`run_chain` on validated ``X`` (and checked ``truth``), its scoring
     the runner's callback: every state's row is appended to ``rows`` as it is recorded (what a
     failed run leaves), and a copy of its ``(labels, alpha)`` to ``draws`` (a ``deque`` whose
     ``maxlen`` keeps the last few), the initial state only while no step has run. The seconds
     the callback takes (scoring, copies, progress) are added up in ``timing["score_s"]``, also
-    when the chain fails. ``last["labels"]`` (a dict given) holds the last state's labels."""
+    when the chain fails. ``last["labels"]`` (a dict given) holds the last state's labels.
+    ``cancelled()`` (given) is asked after each state is recorded: true, the callback raises
+    :class:`~dpmmbench.workflows.errors.Cancelled`, which ends the chain before its next step."""
     score = StateScorer(X, sampler.family, truth)
     if timing is not None:
         timing.setdefault("score_s", 0.0)
     fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
     from tqdm.auto import tqdm
 
-    with tqdm(total=iterations, desc=name or sampler.name, unit="it", file=sys.stderr,
+    with tqdm(total=stop.iterations, desc=name or sampler.name, unit="it", file=sys.stderr,
               disable=not progress, dynamic_ncols=True) as bar:
 
         def record(iteration, state, elapsed):
@@ -292,13 +368,14 @@ def _scored_chain(sampler, X, iterations, time_budget, rows, draws=None, *, trut
             if iteration:
                 bar.update(1)
                 bar.set_postfix(K=row["n_clusters"], log_joint=f"{row['log_joint']:.6g}", refresh=False)
+            if cancelled is not None and cancelled():
+                raise Cancelled(f"cancelled after {iteration} iteration(s)")
 
-        return run_sampler(sampler, X, iterations=iterations, time_budget=time_budget, callback=record,
-                           init_clusters=init_clusters, labels=labels)
+        return run_sampler(sampler, X, stop=stop, callback=record, init_clusters=init_clusters, labels=labels)
 
 
 # ---- one run, by names ------------------------------------------------------------------
-def run(spec, *, out=None, progress=False, client=None, cache=None, command=None):
+def run(spec, *, out=None, progress=False, client=None, cache=None, command=None, cancelled=None):
     """Run ``spec`` on Dask; return its trace and provenance.
 
     The chain runs on the training part of a seeded held-out split of the dataset
@@ -344,6 +421,13 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
     command : list of str, optional
         The command line recorded in the metadata (also of a failed run's trace); default
         this process's (the run service records its job's).
+    cancelled : callable, optional
+        ``cancelled() -> bool``, asked after every state of the chain (off the clock; in a
+        worker, a flag it reads at most every :data:`CANCEL_POLL` seconds): once true, the
+        chain stops before its next step and the run returns the rows so far with
+        ``status`` ``"cancelled"`` (and no held-out score). A chain whose step outlasts
+        :data:`CANCEL_GRACE` seconds after that has its task cancelled instead, and
+        :class:`~dpmmbench.workflows.errors.Cancelled` is raised.
 
     Returns
     -------
@@ -359,7 +443,8 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
         and ``score_s``, ``heldout_s`` (seconds spent scoring the states and the held-out points,
         off the sampler's clock); ``status``: ``"completed"``, or ``"stopped: time
         budget"`` when the time budget ended the run early; ``alpha_prior``, ``test_fraction``,
-        ``split_seed``, ``heldout_points`` (the size of the test part; ``n_points`` is the
+        ``split_seed``, ``spec`` (:meth:`RunSpec.to_dict`, the stop rule in it),
+        ``heldout_points`` (the size of the test part; ``n_points`` is the
         training part's), ``heldout_draws`` (the number of states scored) and
         ``heldout_lpd`` (nats per held-out point; None when nothing is held out or the run
         failed).
@@ -380,19 +465,7 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
     measured = _Measured(started=datetime.now(timezone.utc), clock=time.perf_counter(),
                          command=list(sys.argv) if command is None else list(command))
     cls = algorithms.get(spec.algorithm)  # an unknown name fails before any data are loaded
-    if client is not None:
-        shared = client if isinstance(client, cluster.SharedCluster) else cluster.SharedCluster(client)
-        address = shared.address
-        if spec.scheduler is not None and not shared.serves(cluster.check_address(spec.scheduler)):
-            raise ConnectionError(f"this run asks for the Dask scheduler at {spec.scheduler}, but it runs on the "
-                                  f"shared cluster at {address}")
-    else:
-        shared = None
-        address = cluster.scheduler_address(spec.scheduler)
-        if address is not None:
-            cluster.check_address(address)
-        else:
-            cluster.check_embedded(spec.workers, spec.threads)  # before the data are loaded
+    where = cluster.for_run(spec.scheduler, spec.workers, spec.threads, client)  # checked before the data load
 
     # Data and sampler first: every user error (name, option, value, data) fails before a
     # cluster is started.
@@ -413,7 +486,7 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
         raise ValueError(f"init_clusters must be between 1 and N = {n_points} (the training points), "
                          f"got {spec.init_clusters}")
     # the dataset column names the dataset, not its training part: every run on it shares the split
-    chain_args = {"truth": train.labels, "progress": progress, "dataset": data.name}
+    chain_args = {"truth": train.labels, "progress": progress, "dataset": data.name, "cancelled": cancelled}
     measured.split = {"alpha_prior": None if spec.alpha_prior is None else list(sampler.alpha_prior),
                       "test_fraction": spec.test_fraction, "split_seed": spec.split_seed, "n_points": int(n_points),
                       "heldout_points": 0 if test is None else int(test.family.n_points(test.X)),
@@ -421,12 +494,11 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
 
     entered = time.perf_counter()
     try:
-        with _on_cluster(spec, address, shared) as (client, reservation):
-            measured.dask = dict(cluster.describe(client, shared=shared is not None),
-                                 startup_s=time.perf_counter() - entered)
-            workers = None
-            if reservation is not None:
-                measured.dask["reserved"] = workers = list(reservation.addresses) or None
+        with where.place(spec.workers) as place:
+            client, workers = place.client, place.reserved
+            measured.dask = dict(cluster.describe(client, shared=place.shared), startup_s=time.perf_counter() - entered)
+            if place.shared:
+                measured.dask["reserved"] = workers
             if sampler.supports_backend:
                 # A sharded sampler: its master loop here, its shards resident on the workers
                 # (docs/design.md "Execution model").
@@ -444,22 +516,19 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
                 from dpmmbench.algorithms.backends.dask_backend import wait_for_workers
 
                 wait_for_workers(client, 1, why="no worker to run the chain on")  # scatter would wait for ever
-                if shared is None:
-                    X = client.scatter(train.X, hash=False)
-                    X_test = None if test is None else client.scatter(test.X, hash=False)
-                else:
-                    # the same parts of a dataset are sent to the workers once per cluster
-                    part = None if data_key is None else (data_key, spec.test_fraction, spec.split_seed)
-                    X = shared.scatter(part, train.X)
-                    X_test = None if test is None else shared.scatter(part and (*part, "test"), test.X)
+                # on a shared cluster, the same parts of a dataset are sent to the workers once
+                part = None if data_key is None else (data_key, spec.test_fraction, spec.split_seed)
+                X = place.scatter(part, train.X)
+                X_test = None if test is None else place.scatter(part and (*part, "test"), test.X)
                 # on its reserved worker, or on another one if that worker is lost; the held-out
                 # points are scored there too, so that the last states need not travel back
-                future = client.submit(_chain_task, sampler, X, spec, dict(chain_args, test=X_test), pure=False,
-                                       key=f"chain-{spec.algorithm}-{sampler.seed}-{secrets.token_hex(4)}",
+                key = f"chain-{spec.algorithm}-{sampler.seed}-{secrets.token_hex(4)}"
+                # the task reads its run's cancellation from a Dask Event (the callable stays here)
+                task_args = dict(chain_args, test=X_test, cancelled=None,
+                                 cancel_event=None if cancelled is None else f"cancel-{key}")
+                future = client.submit(_chain_task, sampler, X, spec, task_args, pure=False, key=key,
                                        workers=workers, allow_other_workers=workers is not None)
-                if reservation is not None:
-                    reservation.track(future)
-                chain = future.result()
+                chain = future.result() if cancelled is None else _result(future, cancelled, task_args["cancel_event"])
                 measured.backend = "serial: one task in a Dask worker process"
             if chain.error is not None:
                 measured.chain = chain
@@ -478,29 +547,92 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
     if chain.heldout is not None:  # scored where the chain ran
         lpd, n_draws, seconds = chain.heldout
         measured.split.update(heldout_draws=n_draws, heldout_lpd=lpd, heldout_s=seconds)
-    elif test is not None:
+    elif test is not None and chain.stopped != "cancelled":
         # here, off the clock: the master loop of a sharded chain ran here and holds its draws
         began = time.perf_counter()
         measured.split.update(heldout_draws=len(chain.draws),
                               heldout_lpd=heldout_lpd(data.family, train.X, chain.draws, test.X))
         measured.split["heldout_s"] = time.perf_counter() - began
-    status = "completed" if chain.stopped == "completed" else f"stopped: {chain.stopped}"
+    status = chain.stopped if chain.stopped in ("completed", "cancelled") else f"stopped: {chain.stopped}"
     return chain.trace, _provenance(spec, measured, status=status)
 
 
-@contextmanager
-def _on_cluster(spec, address, shared):
-    """``(client, reservation)`` of a run for the ``with`` block: a cluster of its own
-    (:func:`workflows.cluster.dask_client`, no reservation), or ``spec.workers`` workers
-    reserved on ``shared``."""
-    from . import cluster
+def _result(future, cancelled, event):
+    """The result of a chain's task that ``cancelled()`` may cancel: once it is true, the Dask
+    Event ``event`` tells the chain to stop at its next step, which it is given
+    :data:`CANCEL_GRACE` seconds to reach; then the task itself is cancelled."""
+    import distributed
 
-    if shared is None:
-        with cluster.dask_client(workers=spec.workers, threads=spec.threads, scheduler=address) as client:
-            yield client, None
-    else:
-        with shared.reserve(spec.workers) as reservation:
-            yield shared.client, reservation
+    while True:
+        try:
+            return future.result(timeout=CANCEL_POLL)
+        except TimeoutError:
+            if cancelled():
+                break
+    distributed.Event(event, client=future.client).set()
+    try:
+        return future.result(timeout=CANCEL_GRACE)
+    except TimeoutError:
+        future.cancel(force=True)
+        raise Cancelled(f"the chain did not stop within {CANCEL_GRACE:g} s of its cancellation; "
+                        "its task was cancelled") from None
+
+
+class _Poll:
+    """``cancelled()`` of a chain in a Dask worker: whether its run's Dask Event is set, asked
+    of the scheduler at most every :data:`CANCEL_POLL` seconds (a step may take a millisecond)."""
+
+    def __init__(self, name):
+        import distributed
+
+        self.event, self.asked = distributed.Event(name), time.perf_counter()
+
+    def __call__(self) -> bool:
+        now = time.perf_counter()
+        if now - self.asked < CANCEL_POLL:
+            return False
+        self.asked = now
+        return self.event.is_set()
+
+
+def execute(spec, out, *, progress=False, client=None, cache=None, command=None, cancelled=None) -> str:
+    """Run ``spec`` (:func:`run`) and write its trace atomically to ``out``: what ``dpmmbench
+    run`` and the workflow's run service do with a run request.
+
+    Parameters
+    ----------
+    spec : RunSpec
+    out : pathlib.Path
+        Checked by :func:`~dpmmbench.workflows.errors.writable` (``trace=True``); a run that fails once its chain started leaves its
+        rows there (see :func:`run`).
+    progress, client, cache, command, cancelled
+        As for :func:`run`.
+
+    Returns
+    -------
+    str
+        One line: the trace's path, the run and its outcome.
+
+    Raises
+    ------
+    Cancelled
+        ``cancelled()`` became true: nobody waits for the trace, which is not written.
+    OutputError
+        The trace could not be written.
+    """
+    from dpmmbench.reports.traces import remove_stale_temporaries, write_trace
+
+    trace, meta = run(spec, out=out, progress=progress, client=client, cache=cache, command=command,
+                      cancelled=cancelled)
+    if meta["status"] == "cancelled":
+        raise Cancelled(f"{out}: cancelled after {meta['iterations']} iteration(s)")
+    # Every option was checked: temporaries a killed run left next to the trace can go.
+    remove_stale_temporaries(out)
+    write_to(out, lambda: write_trace(trace, out, meta))
+    last = trace.iloc[-1]
+    heldout = "" if meta["heldout_lpd"] is None else f", held-out log predictive {meta['heldout_lpd']:.6g} per point"
+    return (f"{out}: {meta['algorithm']} on {meta['dataset']}, {meta['iterations']} iterations in "
+            f"{last['time_s']:.3g} s, {last['n_clusters']} clusters, log joint {last['log_joint']:.6g}{heldout}")
 
 
 @dataclass
@@ -562,10 +694,9 @@ def _provenance(spec, measured, status) -> dict:
         "alpha": sampler.alpha,
         **measured.split,
         "init_clusters": spec.init_clusters,
-        "iterations_requested": spec.iterations,
+        "spec": spec.to_dict(),  # the request as it was made: its stop rule is read back from here
         "iterations": int(len(chain.trace) - 1),
         "status": status,
-        "time_budget": spec.time_budget,
         "time_s": float(chain.trace["time_s"].iloc[-1]),
         "warmup": spec.warmup,
         "warmup_s": chain.process.get("warmup_s"),
@@ -587,12 +718,6 @@ def _provenance(spec, measured, status) -> dict:
         "finished_utc": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         **(measured.environment if measured.environment is not None else environment()),
     }
-
-
-class DataError(ValueError):
-    """A run's data cannot be used: a bad dataset name or parameters, a data file that is
-    missing, unreadable, corrupt or of another dataset, data that do not fit in memory or
-    that the dataset's family refuses (e.g. NaN)."""
 
 
 def _load_data(dataset, data_file=None):
@@ -712,19 +837,26 @@ def _chain_task(sampler, X, spec, chain_args) -> _Chain:
     last states once it finished (:func:`heldout_lpd`), which then do not come back."""
     X = sampler.family.validate(X)
     truth = _checked_truth(sampler.family, X, chain_args["truth"])
+    cancelled = chain_args.get("cancelled")
+    if chain_args.get("cancel_event") is not None:
+        cancelled = _Poll(chain_args["cancel_event"])
     warmup_s = warm_up(sampler, X, spec.init_clusters) if spec.warmup else None
     rows, draws, timing, last = [], deque(maxlen=spec.heldout_draws), {}, {}
     try:
-        result = _scored_chain(sampler, X, spec.iterations, spec.time_budget, rows, draws, truth=truth,
+        result = _scored_chain(sampler, X, spec.stop, rows, draws, truth=truth,
                                init_clusters=spec.init_clusters, progress=chain_args["progress"],
                                dataset=chain_args["dataset"], workers=spec.workers, name=spec.name,
-                               timing=timing, last=last)
+                               timing=timing, last=last, cancelled=cancelled)
         error, stopped = None, result.stopped
+    except Cancelled:  # raised by the callback once a state is recorded: rows hold it
+        error, stopped = None, "cancelled"
     except Exception as exc:  # noqa: BLE001 - re-raised by the caller after keeping the rows
         if not rows:
             raise
         error, stopped = exc, None
     draws, heldout, X_test = list(draws), None, chain_args.get("test")
+    if stopped == "cancelled":
+        draws, X_test = [], None  # nobody waits for its held-out score
     if X_test is not None and error is None:
         began = time.perf_counter()
         lpd = heldout_lpd(sampler.family, X, draws, X_test)

@@ -65,7 +65,7 @@ def process_facts() -> dict:
     """
     import numba
 
-    from dpmmbench.algorithms._numba_cache import kernels
+    from dpmmbench.algorithms.numba_cache import kernels
 
     try:
         from distributed import get_worker

@@ -2,26 +2,30 @@
 
 A workflow (``workflows/run.smk``) starts one service before its first run (:func:`start`)
 and stops it when it ends (:func:`stop`); each run job, ``python -m dpmmbench.workflows.cli run
-...``, finds it through ``$DPMMBENCH_SERVICE`` and hands it its arguments instead of
-importing numpy, numba and Dask and starting a cluster of its own. The service runs the run
-exactly as ``dpmmbench run`` would (the same parsing, checks, errors, exit codes, atomic
-trace write and provenance), in a thread, on workers it reserves for the run on its one
-cluster (:class:`workflows.cluster.SharedCluster`), and answers with the run's output and
-exit code. What stays warm between runs: the worker processes (compiled kernels), each
-dataset (loaded once, :class:`workflows.driver.RunCache`, and sent to the workers once) and
-the environment facts of the provenance.
+...``, finds it through ``$DPMMBENCH_SERVICE`` and hands it its run request (the run spec,
+:meth:`workflows.driver.RunSpec.to_dict`, and the trace's path) instead of importing numpy,
+numba and Dask and starting a cluster of its own. The service executes the spec exactly as
+``dpmmbench run`` does (:func:`workflows.driver.execute`: the same checks, atomic trace write
+and provenance; the same errors and exit codes, :mod:`workflows.errors`), in a thread, on
+workers it reserves for the run on its one cluster (:class:`workflows.cluster.SharedCluster`),
+and answers with the run's output line or error line and exit code. What stays warm between
+runs: the worker processes (compiled kernels), each dataset (loaded once,
+:class:`workflows.driver.RunCache`, and sent to the workers once) and the environment facts of
+the provenance.
 
 The cluster is started here, exactly as a run's embedded one, or is an existing one
 (``--scheduler``, ``--scheduler-file``, ``$DASK_SCHEDULER_ADDRESS``), which the service never
 stops. The service stops -- cancelling its runs, closing its client and the cluster it
 started, removing its state folder -- on a stop request, on SIGTERM or SIGINT, and when its
 parent process (the Snakemake that started it) is gone, whichever way it ended. A job
-whose connection closes before its answer (the job was killed) has its run cancelled.
+whose connection closes before its answer (the job was killed) has its run cancelled:
+cooperatively, through the chain's callback (``cancelled`` of :func:`workflows.driver.run`),
+so the chain stops at its next step; nobody waits for its trace, which is not written.
 
 Protocol: one request per connection on a Unix domain socket in the service's state folder
-(a fresh 0700 folder): a JSON line ``{"argv": [...], "cwd": ..., "started": ...}`` (the
-``dpmmbench`` arguments, the job's working folder and start time), answered, once the run
-has ended, by a JSON line ``{"code": int, "stdout": str, "stderr": str}``; ``{"stop": true}``
+(a fresh 0700 folder): a JSON line ``{"spec": {...}, "out": ..., "command": [...], "cwd":
+..., "started": ...}`` (see :mod:`workflows.service_client`), answered, once the run has
+ended, by a JSON line ``{"code": int, "stdout": str, "stderr": str}``; ``{"stop": true}``
 is answered ``{"stopping": true}``. A Unix socket, not TCP: only its owner can reach it
 (the folder's permissions), there is no port to pick, to collide on or to expose, and a
 peer that goes away is seen at once. The state folder holds ``service.json`` (pid, socket,
@@ -38,8 +42,10 @@ Not run by the doctests (``+SKIP``): a service starts a cluster of worker proces
 
 >>> from dpmmbench.workflows import service, service_client
 >>> state = service.start(workers=2, threads=1)               # doctest: +SKIP
->>> service_client.forward(["run", "--algorithm", "gibbs", "--dataset", "synth-chang2013?n=300",
-...                  "--iterations", "5", "--seed", "0", "--out", "t.parquet"], state)[0]  # doctest: +SKIP
+>>> from dpmmbench.workflows.driver import RunSpec
+>>> spec = RunSpec("gibbs", "synth-chang2013?n=300", 5, seed=0)
+>>> request = {"spec": spec.to_dict(), "out": "t.parquet", "command": ["example"], "cwd": None}
+>>> service_client.forward(request, state)[0]                   # doctest: +SKIP
 0
 >>> service.stop(state)                                        # doctest: +SKIP
 """
@@ -48,7 +54,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
-import io
 import json
 import os
 import shutil
@@ -61,7 +66,7 @@ import threading
 import time
 import traceback
 
-from .cli import EXIT_CODES
+from .errors import EXIT_CODES, classify, message, writable
 from .service_client import SOCKET_NAME, receive, send
 
 #: the service's description in its state folder (written once it accepts)
@@ -264,34 +269,6 @@ def _last_line(path) -> str:
 
 
 # ---- the service ------------------------------------------------------------------------------
-class _Relay(io.TextIOBase):
-    """``sys.stdout`` or ``sys.stderr`` of the service: what a run's thread writes goes to
-    that run's buffer (its answer), everything else to the service's own stream."""
-
-    def __init__(self, stream, local, name):
-        super().__init__()
-        self._stream, self._local, self._name = stream, local, name
-
-    def _target(self):
-        return getattr(self._local, self._name, None) or self._stream
-
-    def write(self, text):
-        return self._target().write(text)
-
-    def flush(self):
-        self._target().flush()
-
-    def isatty(self):
-        return self._target().isatty()
-
-    def fileno(self):
-        return self._stream.fileno()
-
-    @property
-    def encoding(self):
-        return self._stream.encoding
-
-
 class _Service:
     """The state of a serving process: its cluster (started in the background at once), its
     cache, its runs in flight."""
@@ -304,11 +281,10 @@ class _Service:
         self.socket = os.path.join(state_dir, SOCKET_NAME)
         self.stopping = threading.Event()
         self.cache = driver.RunCache()
-        self.local = threading.local()  # a run thread's output buffers
         self._lock = threading.Lock()
         self._shared = None
         self._error = None  #: why the cluster could not be had
-        self._runs: set[threading.Thread] = set()
+        self._runs: set[threading.Event] = set()  #: the cancel flags of the runs in flight
 
     # the cluster
     def shared(self):
@@ -355,90 +331,88 @@ class _Service:
                     send(conn, {"stopping": True})
                 self.stopping.set()
                 return
-            argv, cwd = request.get("argv"), request.get("cwd")
-            if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
-                    and (cwd is None or isinstance(cwd, str))):
+            if not _well_formed(request):
                 with contextlib.suppress(OSError):
                     send(conn, {"code": EXIT_CODES["usage"], "stdout": "",
                                  "stderr": "dpmmbench: error: the run service got a malformed request\n"})
                 return
-            outcome = {}
-            run = threading.Thread(target=self.execute, args=(argv, cwd, outcome), daemon=True,
-                                   name=f"run {' '.join(argv)[:200]}")
+            outcome, cancel = {}, threading.Event()
+            what = " ".join(request["command"])
+            run = threading.Thread(target=self.execute, args=(request, cancel, outcome), daemon=True,
+                                   name=f"run {what[:200]}")
             with self._lock:
-                self._runs.add(run)
+                self._runs.add(cancel)
             run.start()
-            cancelled = False
             while run.is_alive():
                 run.join(WATCH_INTERVAL)
-                if run.is_alive() and not cancelled and (self.stopping.is_set() or _closed(conn)):
-                    cancelled = True  # its job was killed, or the workflow ended
-                    self.cancel(run, restart=not self.stopping.is_set())
+                if run.is_alive() and not cancel.is_set() and (self.stopping.is_set() or _closed(conn)):
+                    cancel.set()  # its job was killed, or the workflow ended: the chain stops at its next step
             with self._lock:
-                self._runs.discard(run)
-                shared = self._shared
-            if shared is not None:
-                shared.release(run.ident)  # even if the interrupt landed in the run's own release
+                self._runs.discard(cancel)
             queued = time.time() - request.get("started", time.time())
-            print(f"dpmmbench service: {' '.join(argv)[:300]}: exit code {outcome.get('code')}"
-                  f"{' (cancelled)' if cancelled else ''}; {queued:.3g} s since the job started", file=sys.stderr)
-            if not cancelled:
+            print(f"dpmmbench service: {what[:300]}: exit code {outcome.get('code')}"
+                  f"{' (cancelled)' if cancel.is_set() else ''}; {queued:.3g} s since the job started", file=sys.stderr)
+            if not cancel.is_set():
                 with contextlib.suppress(OSError):
                     send(conn, outcome)
 
-    def execute(self, argv, cwd, outcome):
-        """Run ``dpmmbench`` with ``argv`` in this thread, as the command would (its output
-        captured into ``outcome`` with its exit code)."""
-        from . import cli
+    def execute(self, request, cancel, outcome):
+        """Execute the run ``request`` in this thread as ``dpmmbench run`` does
+        (:func:`workflows.driver.execute`), until ``cancel`` is set; its output line, or its
+        error line, and exit code into ``outcome``."""
+        from . import driver
 
-        out, err = io.StringIO(), io.StringIO()
-        self.local.stdout, self.local.stderr = out, err
         try:
-            try:
-                shared = self.shared()
-            except Exception as exc:  # noqa: BLE001 - told as the command tells a cluster error
-                kind = cli._kind(exc) or "cluster"
-                print(f"dpmmbench: {cli._message(exc, kind)}", file=err)
-                code = EXIT_CODES[kind]
-            else:
-                same = cwd is None or os.path.realpath(cwd) == os.path.realpath(os.getcwd())
-                code = cli.main(argv, client=shared, cache=self.cache, cwd=None if same else cwd)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except KeyboardInterrupt:  # cancelled outside the command's own handling
-            print("dpmmbench: interrupted", file=err)
-            code = EXIT_CODES["interrupted"]
-        except BaseException:  # noqa: BLE001 - a bug (or --traceback): its traceback, as Python prints it
-            traceback.print_exc(file=err)
-            code = 1
-        finally:
-            self.local.stdout = self.local.stderr = None
-        outcome.update(code=code, stdout=out.getvalue(), stderr=err.getvalue())
-
-    def cancel(self, run, restart=True):
-        """Stop ``run``: an interrupt raised in its thread (its master loop, its wait for a
-        task), its tracked tasks cancelled and, with ``restart``, its workers restarted."""
-        import ctypes
-
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(run.ident), ctypes.py_object(KeyboardInterrupt))
-        with self._lock:
-            shared = self._shared
-        if shared is not None:
-            shared.cancel(run.ident, restart=restart)
+            shared = self.shared()
+        except Exception as exc:  # noqa: BLE001 - told as the command tells a cluster error
+            outcome.update(_failed(exc, "cluster"))
+            return
+        try:
+            spec, out, cwd = dict(request["spec"]), request["out"], request.get("cwd")
+            if cwd is not None and os.path.realpath(cwd) != os.path.realpath(os.getcwd()):
+                out = os.path.join(cwd, out)  # an absolute path stays as it is
+                if spec.get("data_file") is not None:
+                    spec["data_file"] = os.path.join(cwd, spec["data_file"])
+            out = writable(out, trace=True)
+            spec = driver.RunSpec.from_dict(spec)
+            line = driver.execute(spec, out, client=shared, cache=self.cache, command=request["command"],
+                                  cancelled=cancel.is_set)
+        except Exception as exc:  # noqa: BLE001 - every outcome is the job's answer
+            outcome.update(_failed(exc))
+        else:
+            outcome.update(code=0, stdout=line + "\n", stderr="")
 
     def shutdown(self):
         """Cancel every run, close the client and the cluster started here."""
         self.stopping.set()
         with self._lock:
             runs = list(self._runs)
-        for run in runs:
-            self.cancel(run, restart=False)
+        for cancel in runs:
+            cancel.set()
         with self._lock:  # waits for a cluster start in progress
             shared, self._shared = self._shared, None
             self._error = ConnectionError("the run service is stopping")
         if shared is not None:
             with contextlib.suppress(Exception):  # noqa: BLE001 - stopping whatever happens
                 shared.close()
+
+
+def _failed(exc, kind=None) -> dict:
+    """The answer to a run that raised ``exc``: its class's exit code and one line, as the
+    command ends it (:mod:`workflows.errors`), else a bug's traceback and 1; ``kind`` is the
+    class of an exception that has none."""
+    kind = classify(exc) or kind
+    if kind is None:
+        return {"code": 1, "stdout": "", "stderr": "".join(traceback.format_exception(exc))}
+    return {"code": EXIT_CODES[kind], "stdout": "", "stderr": f"dpmmbench: {message(exc, kind)}\n"}
+
+
+def _well_formed(request) -> bool:
+    """Whether ``request`` is a run request (see :mod:`workflows.service_client`)."""
+    command, cwd = request.get("command"), request.get("cwd")
+    return (isinstance(request.get("spec"), dict) and isinstance(request.get("out"), str)
+            and isinstance(command, list) and all(isinstance(word, str) for word in command)
+            and (cwd is None or isinstance(cwd, str)))
 
 
 def _closed(conn) -> bool:
@@ -490,11 +464,10 @@ def serve(state_dir, *, workers: int, threads: int, scheduler: str | None = None
     address = cluster.scheduler_file_address(scheduler_file) if scheduler_file else cluster.scheduler_address(scheduler)
     service = _Service(os.fspath(state_dir), workers, threads, address, debug)
     if not debug:
-        # once for the process: the runs' own quieting (cli._quiet_dask) then restores this
+        # once for the process, before any run: Dask's log lines and the resource tracker's
+        # warnings about a dead worker's semaphores go nowhere (a run's errors are its answer)
         logging.disable(logging.ERROR)
         sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
-    sys.stdout = _Relay(sys.stdout, service.local, "stdout")
-    sys.stderr = _Relay(sys.stderr, service.local, "stderr")
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stopping.set())
     gone = _parent_gone(parent)

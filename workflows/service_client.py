@@ -1,13 +1,15 @@
-"""The job's side of the workflow's run service (:mod:`workflows.service`): hand a run's
-arguments to the service and wait for its answer.
+"""The job's side of the workflow's run service (:mod:`workflows.service`): hand a run request
+to the service and wait for its answer.
 
 ``dpmmbench run`` (:mod:`workflows.cli`) calls :func:`forward` when ``$DPMMBENCH_SERVICE``
 names a service. Only the standard library is imported here, so that a run job starts and
 hands over its run in a few hundredths of a second, without numpy, pandas or Dask.
 
 The protocol: one request per connection on the service's Unix domain socket, a JSON line
-``{"argv": [...], "cwd": ..., "started": ...}``, answered once the run has ended by a JSON line
-``{"code": int, "stdout": str, "stderr": str}``.
+``{"spec": {...}, "out": ..., "command": [...], "cwd": ..., "started": ...}`` (the run spec as
+:meth:`workflows.driver.RunSpec.to_dict` writes it, where its trace goes, the command line
+the metadata records, the folder relative paths are relative to, and when the job started),
+answered once the run has ended by a JSON line ``{"code": int, "stdout": str, "stderr": str}``.
 """
 from __future__ import annotations
 
@@ -32,17 +34,16 @@ def socket_path(where) -> str:
     return os.path.join(where, SOCKET_NAME) if os.path.isdir(where) else where
 
 
-def forward(argv, where, cwd=None) -> tuple[int, str, str]:
-    """Have the run service ``where`` run ``dpmmbench`` with ``argv``; wait for the answer.
+def forward(request, where) -> tuple[int, str, str]:
+    """Have the run service ``where`` run ``request``; wait for the answer.
 
     Parameters
     ----------
-    argv : list of str
-        ``dpmmbench`` arguments (``["run", ...]``).
+    request : dict
+        ``spec``, ``out``, ``command`` and ``cwd`` (see the module docstring;
+        :func:`workflows.cli.run_request` makes one from ``dpmmbench run`` arguments).
     where : str or os.PathLike
         The service's state folder or socket (``$DPMMBENCH_SERVICE``).
-    cwd : str, optional
-        The folder relative paths in ``argv`` are relative to; default this process's.
 
     Returns
     -------
@@ -63,7 +64,7 @@ def forward(argv, where, cwd=None) -> tuple[int, str, str]:
                               f"its workflow has ended? (unset {SERVICE_VARIABLE} to run on a cluster of the "
                               "run's own)") from None
         try:
-            send(sock, {"argv": list(argv), "cwd": cwd or os.getcwd(), "started": time.time()})
+            send(sock, {**request, "started": time.time()})
             reply = receive(sock)
         except OSError as exc:
             raise ServiceGone(f"the run service at {os.fspath(where)} failed mid-run ({exc})") from None

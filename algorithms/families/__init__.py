@@ -4,9 +4,10 @@
 - :class:`NormalKnownCovariance` (``normal_known.py``): isotropic Gaussian, known variance.
 - :class:`DirichletMultinomial` (``dirichlet_multinomial.py``): bag-of-words counts.
 """
-from ._base import CollapsedKernels, Family
+from ._base import CollapsedKernels, Family, check_labels
 from .dirichlet_multinomial import DirichletMultinomial
 from .niw import NormalInverseWishart
 from .normal_known import NormalKnownCovariance
 
-__all__ = ["Family", "CollapsedKernels", "NormalInverseWishart", "NormalKnownCovariance", "DirichletMultinomial"]
+__all__ = ["Family", "CollapsedKernels", "NormalInverseWishart", "NormalKnownCovariance", "DirichletMultinomial",
+           "check_labels"]

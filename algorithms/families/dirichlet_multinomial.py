@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from .._numba_cache import kernel
+from ..numba_cache import kernel
 from .._numerics import log_dirichlet
 from ..constraints import Interval
 from ._base import CollapsedKernels, Family

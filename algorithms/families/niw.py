@@ -16,7 +16,7 @@ from numba import prange
 from scipy.linalg import solve_triangular
 from scipy.special import gammaln
 
-from .._numba_cache import kernel
+from ..numba_cache import kernel
 from .._numerics import (FUSED_CHUNK, LOG_2PI, LOG_PI, PARALLEL_MIN_WORK, chunk_seeds, log_multigamma,
                          parallel_variants, sample_log_weights)
 from ..constraints import Interval

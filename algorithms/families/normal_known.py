@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._numba_cache import kernel
+from ..numba_cache import kernel
 from .._numerics import LOG_2PI
 from ..constraints import Interval
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
