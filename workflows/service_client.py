@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     Parameters
     ----------
     argv : list of str, optional
-        Arguments without the program name (default: ``sys.argv[1:]``).
+        The job's ``--spec JSON --out PATH`` (default: this process's).
 
     Returns
     -------
