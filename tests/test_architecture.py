@@ -104,6 +104,17 @@ def test_the_run_service_executes_specs_without_the_cli_or_process_tricks():
         assert mechanism not in code, mechanism
 
 
+def test_a_workflow_job_sends_its_spec_and_rebuilds_no_command_line():
+    """A time budget's road (docs/design.md): the workflow builds each run's spec from the
+    config (``_config.run_spec``) and its job hands the spec over as JSON; no run flag is
+    built in the Snakefiles, and the job's side imports nothing of the command line."""
+    rules = "".join((ROOT / "workflows" / name).read_text() for name in ("common.smk", "run.smk"))
+    for flag in ("--time-budget", "--iterations", "--algorithm", "--option"):
+        assert flag not in rules, flag
+    assert "--spec" in rules and "_config.run_spec(" in rules
+    assert "dpmmbench.workflows.cli" not in _graph()["dpmmbench.workflows.service_client"]
+
+
 def test_no_import_cycles():
     graph = _graph()
     cycles, state = [], {}

@@ -317,6 +317,31 @@ def test_cli_interrupted_run_writes_nothing(tmp_path, capsys, monkeypatch, sched
     assert not list(tmp_path.iterdir())
 
 
+def test_cli_runs_a_spec_as_its_flags_run_it(tmp_path, capsys, scheduler):
+    """``dpmmbench run --spec JSON`` (what a workflow's trace records) runs the run its flags
+    give: the same trace; ``--spec`` takes no run flag beside it, and the flags stay required
+    without it."""
+    flags = [*BASE, "--algorithm", "gibbs", "--scheduler", scheduler, "--option", "scan=fixed",
+             "--time-budget", "60"]
+    assert main([*flags, "--out", str(tmp_path / "flags.parquet")]) == 0
+    spec = driver.RunSpec("gibbs", "synth-chang2013?n=100", 2, seed=0, scheduler=scheduler, time_budget=60,
+                          options={"scan": "fixed"})
+    argv = ["run", "--spec", spec.to_json(), "--out", str(tmp_path / "spec.parquet")]
+    assert main(argv) == 0
+    (by_flags, _), (by_spec, meta) = read_trace(tmp_path / "flags.parquet"), read_trace(tmp_path / "spec.parquet")
+    timing = [c for c in ("time_s", "compute_s", "compute_max_s") if c in by_spec]
+    assert by_spec.drop(columns=timing).equals(by_flags.drop(columns=timing))
+    assert meta["command"] == ["dpmmbench", *argv] and driver.RunSpec.from_dict(meta["spec"]) == spec
+    capsys.readouterr()
+    for args, needle in [(["--spec", spec.to_json(), "--seed", "1"], "leave out --seed"),
+                         (["--spec", "[1]"], "JSON object"), (["--spec", "{"], "not JSON"),
+                         (["--dataset", "x"], "required: --algorithm, --iterations, --seed")]:
+        assert main(["run", *args, "--out", str(tmp_path / "bad.parquet")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dpmmbench: error:") and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "bad.parquet").exists()
+
+
 def test_cli_unreachable_scheduler_subprocess(tmp_path):
     out = tmp_path / "trace.parquet"
     res = run_cli([*BASE, "--algorithm", "gibbs", "--scheduler", UNREACHABLE, "--out", out], cwd=tmp_path,

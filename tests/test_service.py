@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from dpmmbench.reports.traces import read_trace
-from dpmmbench.workflows import service
+from dpmmbench.workflows import _config, service
 from dpmmbench.workflows import service_client
 from dpmmbench.workflows.cli import EXIT_CODES, run_request
 from dpmmbench.workflows.service_client import SERVICE_VARIABLE, socket_path
@@ -114,6 +114,34 @@ def test_a_run_through_the_service_is_the_run_of_an_embedded_cluster(running, tm
         {k: v for k, v in expected_meta.items() if k not in ("dask", "command", "worker", "wall_s", "time_s",
                                                             "warmup_s", "started_utc", "finished_utc", "score_s",
                                                             "heldout_s", "scheduler", "backend")}
+
+
+@pytest.mark.slow
+def test_a_workflow_job_hands_over_the_spec_the_config_built(running, tmp_path):
+    """A workflow's run job, ``python -m dpmmbench.workflows.service_client --spec JSON --out
+    PATH``, hands the spec built from the config (``_config.run_spec``) to the service without
+    parsing a command line or importing anything heavy; its trace is the run's by flags and
+    records ``dpmmbench run --spec``, which reruns it on a cluster of its own."""
+    config = yaml.safe_load(SMOKE.read_text())
+    spec = _config.run_spec(config, "gibbs", "chang2013-tiny", seed=3, workers=1)
+    probe = ("import sys, json\nfrom dpmmbench.workflows.service_client import main\ncode = main(sys.argv[1:])\n"
+             f"print(json.dumps([code, sorted(m for m in {HEAVY!r} if m in sys.modules)]))")
+    env = dict(os.environ, **{SERVICE_VARIABLE: running})
+    res = subprocess.run([sys.executable, "-c", probe, "--spec", spec.to_json(), "--out", "job.parquet"],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert json.loads(res.stdout.splitlines()[-1]) == [0, []], res.stderr
+    trace, meta = read_trace(tmp_path / "job.parquet")
+    assert meta["dask"]["shared"] and meta["command"] == ["dpmmbench", "run", "--spec", spec.to_json(), "--out",
+                                                          "job.parquet"]
+    again = command(meta["command"][1:-1] + [str(tmp_path / "again.parquet")])
+    assert again.returncode == 0, again.stderr
+    assert untimed(read_trace(tmp_path / "again.parquet")[0]).equals(untimed(trace))
+    # with no service to hand it to, the job says so (workflows/common.smk gives such a job `dpmmbench run --spec`)
+    alone = subprocess.run([sys.executable, "-m", "dpmmbench.workflows.service_client", "--spec", spec.to_json(),
+                            "--out", "alone.parquet"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                           env={k: v for k, v in os.environ.items() if k != SERVICE_VARIABLE})
+    assert alone.returncode == EXIT_CODES["cluster"] and "no run service" in alone.stderr
+    assert not (tmp_path / "alone.parquet").exists()
 
 
 @pytest.mark.slow

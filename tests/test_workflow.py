@@ -1,9 +1,11 @@
 """The Snakemake workflow: every config dry-runs its grid (read from the registry) without
 downloading anything, the smoke config end to end on Dask, rejection of a bad config before
 any job runs, and resuming a killed run."""
+import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,6 +31,17 @@ from dpmmbench.workflows._config import algorithm_names, check_algorithms, check
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "workflows" / "config").glob("*.yaml"))
 SMOKE = ROOT / "workflows" / "config" / "smoke.yaml"
+
+
+def job_specs(out: str) -> list[dict]:
+    """The run spec of every run job a Snakemake ``-p`` run printed: the ``--spec`` JSON its
+    command hands over (``workflows/common.smk`` ``job_args``), as a dict."""
+    specs = []
+    for line in out.splitlines():
+        if "-m dpmmbench.workflows.service_client" in line or "-m dpmmbench.workflows.cli run" in line:
+            words = shlex.split(line)
+            specs.append(json.loads(words[words.index("--spec") + 1]))
+    return specs
 
 
 def snakemake_cmd(workdir, *args):
@@ -114,7 +127,7 @@ def test_every_config_dry_runs_its_grid_without_downloading(tmp_path, path):
     planned = re.search(r"^run_chain\s+(\d+)\s*$", out, re.MULTILINE)
     assert planned and int(planned.group(1)) == n_runs
     threads = config.get("dask", {}).get("threads", 1)
-    assert len(re.findall(rf"workflows\.cli run .* --threads {threads} ", out)) == n_runs
+    assert len([spec for spec in job_specs(out) if spec["threads"] == threads]) == n_runs
     assert not data.exists() and not (tmp_path / "data").exists()  # a dry run downloads nothing
     assert not (tmp_path / "results").exists()
 
@@ -436,13 +449,9 @@ def test_budgets_give_every_method_on_a_dataset_the_same_time_and_grid_datasets_
     res = snakemake(tmp_path, "-n", "-p", "--configfile", str(path))
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-3000:]
-    commands = re.findall(r"workflows\.cli run .*", out)
-    def value(flag, command):
-        found = re.search(rf"{flag} (\S+)", command)
-        return found and found.group(1).strip("'")
-
-    budget = {(value("--dataset", c), value("--name", c) or value("--algorithm", c)): value("--time-budget", c)
-              for c in commands}
+    # the budget as the job hands it over, in the spec's JSON, written as the config writes it
+    budget = {(spec["dataset"], spec["name"] or spec["algorithm"]): format(spec["stop"]["seconds"], "g")
+              for spec in job_specs(out)}
     # the grid: every selected algorithm on chang2013-tiny only; the variants where they say
     assert {name for dataset, name in budget if dataset.startswith("synth-multinomial")} == {"search-decreasing"}
     assert budget[("synth-chang2013?n=300", "gibbs")] == "7" and budget[("synth-chang2013?n=300", "subc")] == "7"

@@ -9,9 +9,11 @@ whose library is missing is named with the command that installs it), :func:`che
 checks every run parameter against its declared constraint
 (:data:`~dpmmbench.algorithms.constraints.RUN_PARAMETERS`, the one table of their bounds),
 parses every dataset name, and compares ``init_clusters`` with each dataset's size where the
-name tells it without loading; then the variants and the options. The grid's run names and
-what each run is (:func:`run_names`, :func:`run_spec`) are read here too, for the workflow
-and its check alike.
+name tells it without loading; then the variants and the options, and every run of the grid
+is built as the value the run service executes (:class:`~dpmmbench.workflows.driver.RunSpec`,
+which checks it). The grid's run names, what each of its columns is and each run's spec
+(:func:`run_names`, :func:`run_column`, :func:`run_spec`) are read here too, for the workflow
+and its check alike: the workflow's job sends the spec this module built, as JSON.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from dpmmbench.reports.papers import PAPERS
 from dpmmbench.reports.chains import check_tolerance
 
 from . import cluster
+from .driver import RunSpec
 
 
 def check_run_parameter(where: str, name: str, value):
@@ -177,7 +180,7 @@ def check_values(config: dict) -> None:
     starts = {key: ("init_clusters", config.get("init_clusters", RUN_PARAMETERS["init_clusters"].default))
               for key in config.get("datasets", {})}
     for name, variant in (config.get("variants") or {}).items():
-        for key in run_spec(config, name)["datasets"] if "init_clusters" in variant else ():
+        for key in run_column(config, name)["datasets"] if "init_clusters" in variant else ():
             if key in starts and variant["init_clusters"] > starts[key][1]:
                 starts[key] = (f"variants: {name}: init_clusters", variant["init_clusters"])
     for key, name in config.get("datasets", {}).items():
@@ -223,8 +226,8 @@ def variants(config: dict) -> dict:
     return config.get("variants") or {}
 
 
-def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
-    """What the run called ``name`` (a registry name or a variant) is.
+def run_column(config: dict, name: str, dataset: str | None = None) -> dict:
+    """What the grid's column ``name`` (a registry name or a variant) is: its runs' settings.
 
     Parameters
     ----------
@@ -247,12 +250,12 @@ def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
 
     Examples
     --------
-    >>> from dpmmbench.workflows._config import run_spec
+    >>> from dpmmbench.workflows._config import run_column
     >>> config = {"datasets": {"a": "digits", "b": "reuters"}, "iterations": 100, "time_budget": 5,
     ...           "budgets": {"a": 20}, "variants": {"g-10s": {"algorithm": "gibbs", "time_budget": 10}}}
-    >>> run_spec(config, "gibbs", "a")["time_budget"], run_spec(config, "gibbs", "b")["time_budget"]
+    >>> run_column(config, "gibbs", "a")["time_budget"], run_column(config, "gibbs", "b")["time_budget"]
     (20, 5)
-    >>> run_spec(config, "g-10s", "a")["time_budget"]
+    >>> run_column(config, "g-10s", "a")["time_budget"]
     10
     """
     variant = variants(config).get(name, {})
@@ -269,6 +272,61 @@ def run_spec(config: dict, name: str, dataset: str | None = None) -> dict:
         "alpha_prior": variant.get("alpha_prior", config.get("alpha_prior", RUN_DEFAULTS["alpha_prior"])),
         "init_clusters": variant.get("init_clusters", config.get("init_clusters", RUN_DEFAULTS["init_clusters"])),
     }
+
+
+def run_spec(config: dict, name: str, dataset: str, *, seed: int, workers: int, data_file: str | None = None,
+             scheduler: str | None = None) -> RunSpec:
+    """The run of column ``name`` on dataset key ``dataset``: the value the job sends, checked.
+
+    Parameters
+    ----------
+    config : dict
+        The workflow config.
+    name : str
+        A registry name or a variant name of the config (the trace's ``algorithm`` column:
+        the spec's ``name`` when it is a variant's).
+    dataset : str
+        A dataset key of the config.
+    seed, workers : int
+        The run's seed and Dask workers (the job's wildcards).
+    data_file : str, optional
+        The dataset preprocessed by the workflow's data rules (the job's input).
+    scheduler : str, optional
+        The existing Dask scheduler the run joins; default the config's ``dask: scheduler``.
+
+    Returns
+    -------
+    RunSpec
+        Its stop rule holds the column's ``iterations`` and the time budget of its runs on
+        ``dataset`` (:func:`run_column`); threads, ``test_fraction``, ``split_seed`` and
+        ``heldout_draws`` are the config's, else the run defaults.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A value outside its constraint (:class:`~dpmmbench.workflows.driver.RunSpec`);
+        :func:`check_config` has named the config key of any such value before.
+
+    Examples
+    --------
+    >>> from dpmmbench.workflows._config import run_spec
+    >>> config = {"datasets": {"a": "synth-chang2013?n=300"}, "iterations": 100, "budgets": {"a": 20}}
+    >>> spec = run_spec(config, "gibbs", "a", seed=3, workers=1)
+    >>> spec.dataset, spec.seed, spec.stop.iterations, spec.stop.seconds
+    ('synth-chang2013?n=300', 3, 100, 20.0)
+    """
+    column = run_column(config, name, dataset)
+    dask = config.get("dask") or {}
+    alpha_prior = column["alpha_prior"]
+    return RunSpec(column["algorithm"], config["datasets"][dataset], column["iterations"], seed=seed, workers=workers,
+                   time_budget=column["time_budget"], alpha=column["alpha"],
+                   alpha_prior=None if alpha_prior is None else tuple(alpha_prior),
+                   init_clusters=column["init_clusters"], options=column["options"],
+                   threads=dask.get("threads", RUN_DEFAULTS["threads"]),
+                   name=None if name == column["algorithm"] else name, data_file=data_file,
+                   scheduler=dask.get("scheduler") if scheduler is None else scheduler,
+                   **{key: config.get(key, RUN_DEFAULTS[key])
+                      for key in ("test_fraction", "split_seed", "heldout_draws")})
 
 
 def run_names(config: dict) -> list[str]:
@@ -310,10 +368,18 @@ def check_config(config: dict) -> None:
     if not names:
         raise ValueError("config selects no run: 'algorithms' is empty and there are no 'variants'")
     for name in names:
-        spec = run_spec(config, name)
-        cls = algorithms.get(spec["algorithm"])
+        column = run_column(config, name)
+        cls = algorithms.get(column["algorithm"])
         where = f"config 'variants': {name}" if name in variants(config) else f"config 'options': {name}"
         try:
-            resolve_options(cls.name, cls.options, spec["options"])
+            resolve_options(cls.name, cls.options, column["options"])
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from None
+        # every run the column makes, as the value its job sends (seeds and workers are the
+        # wildcards: the column's first seed and one worker stand for them, checked above)
+        for dataset in column["datasets"]:
+            try:
+                run_spec(config, name, dataset, seed=(column["seeds"] or [RUN_DEFAULTS["seed"]])[0],
+                         workers=RUN_DEFAULTS["workers"])
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"config: run {name!r} on {dataset!r}: {exc}") from None

@@ -7,6 +7,7 @@
                   [--time-budget S] [--alpha A] [--alpha-prior SHAPE RATE] [--init-clusters K]
                   [--option key=value ...] [--name NAME] [--data-file PREPROCESSED.npz]
                   [--test-fraction F] [--split-seed S] [--heldout-draws D]
+    dpmmbench run --spec JSON --out PATH      (the whole run as one spec, as a workflow's trace records it)
     dpmmbench summarize TRACE... --out summary.csv [--runs runs.csv] [--target-tolerance F]
     dpmmbench report TRACE... --out results/report/index.html [--config CONFIG.yaml] [--target-tolerance F]
     dpmmbench list
@@ -21,6 +22,7 @@ chain has started leaves the rows so far at ``--out``, with status ``failed``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from contextlib import contextmanager
@@ -43,12 +45,44 @@ Every error is one line on stderr; --traceback shows the traceback instead."""
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but every usage error reads ``dpmmbench: error: ...`` (also in subcommands)."""
+    """argparse, but every usage error reads ``dpmmbench: error: ...`` (also in subcommands),
+    and ``run`` takes either ``--spec`` or the run's own flags (:func:`_spec_or_flags`)."""
 
     def error(self, message):
         # One line: the usage is one `--help` away.
         message = " ".join(message.split())
         self.exit(EXIT_CODES["usage"], f"dpmmbench: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if self.prog.endswith(" run"):
+            _spec_or_flags(self, namespace, sys.argv[1:] if args is None else list(args))
+        return namespace, extras
+
+
+#: ``run``'s arguments that are required unless ``--spec`` gives the run (``--out`` always is)
+_REQUIRED = ("algorithm", "dataset", "iterations", "seed")
+#: ``run``'s arguments that are not the run's fields (``--spec`` leaves them free)
+_NOT_FIELDS = ("help", "spec", "out", "progress")
+
+
+def _spec_or_flags(parser, namespace, arg_strings) -> None:
+    """Check that ``run`` got ``--spec`` or the run's own required flags, not both; else
+    end as argparse ends a usage error (argparse cannot say "required unless")."""
+    spec = getattr(namespace, "spec", None)
+    required = ("out",) if spec is not None else (*_REQUIRED, "out")
+    missing = [action.option_strings[0] for action in parser._actions
+               if action.dest in required and getattr(namespace, action.dest, None) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    if spec is None:
+        return
+    # a unique prefix of a flag names it (argparse took it so); a value never starts with --
+    flags = [flag for action in parser._actions if action.dest not in _NOT_FIELDS for flag in action.option_strings]
+    given = sorted({flag for word in arg_strings if word.startswith("--")
+                    for flag in flags if flag.startswith(word.partition("=")[0])})
+    if given:
+        parser.error(f"--spec gives the whole run; leave out {', '.join(given)}")
 
 
 def parse_option(text: str) -> tuple[str, object]:
@@ -99,15 +133,19 @@ def build_parser(defaults=None) -> argparse.ArgumentParser:
                          description="Run one chain (algorithm, dataset, seed, workers) and write its trace "
                                      "(one row per iteration) atomically to --out.",
                          epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--algorithm", required=True, metavar="NAME", help="registry name (see `dpmmbench list`)")
-    run.add_argument("--dataset", required=True, metavar="NAME",
+    # required unless --spec gives the run (checked by _spec_or_flags)
+    run.add_argument("--spec", metavar="JSON",
+                     help="the whole run as one JSON object (RunSpec.to_json, as a workflow's trace records its "
+                          "command), instead of the run's flags; with --out (and --progress) only")
+    run.add_argument("--algorithm", metavar="NAME", help="registry name (see `dpmmbench list`)")
+    run.add_argument("--dataset", metavar="NAME",
                      help='dataset name, with parameters, e.g. "synth-chang2013?n=2000&seed=3"')
     run.add_argument("--data-file", metavar="PATH",
                      help="the dataset preprocessed into an .npz (`python -m dpmmbench.datasets preprocess`); "
                           "default: generate or fetch it by name")
-    run.add_argument("--iterations", required=True, type=int, metavar="N", help="number of sampler steps")
-    run.add_argument("--seed", required=True, type=int, metavar="S", help="seed of the chain")
-    run.add_argument("--out", required=True, metavar="PATH", help="trace file: .parquet or .csv")
+    run.add_argument("--iterations", type=int, metavar="N", help="number of sampler steps")
+    run.add_argument("--seed", type=int, metavar="S", help="seed of the chain")
+    run.add_argument("--out", metavar="PATH", help="trace file: .parquet or .csv")
     run.add_argument("--workers", type=int, default=default["workers"], metavar="W",
                      help="number of Dask workers (default %(default)s)")
     run.add_argument("--threads", type=int, default=default["threads"], metavar="T",
@@ -208,8 +246,9 @@ _SPEC_FLAGS = ("algorithm", "dataset", "seed", "workers", "threads", "name", "sc
 
 def spec_fields(args) -> dict:
     """The run spec of parsed ``run`` arguments, as :meth:`workflows.driver.RunSpec.to_dict`
-    writes it (the CLI is one adapter from argv to a spec); flags left out (parsed without
-    defaults) are left to the spec's defaults. Only the standard library is used.
+    writes it (the CLI is one adapter from argv to a spec): ``--spec`` as it is, else the
+    flags; flags left out (parsed without defaults) are left to the spec's defaults. Only the
+    standard library is used.
 
     Parameters
     ----------
@@ -222,9 +261,18 @@ def spec_fields(args) -> dict:
     Raises
     ------
     ValueError
-        An ``--option`` that is not ``key=value``, or one given twice.
+        An ``--option`` that is not ``key=value``, or one given twice; a ``--spec`` that
+        is not a JSON object.
     """
     given = vars(args)
+    if given.get("spec") is not None:
+        try:
+            spec = json.loads(given["spec"])
+        except ValueError as exc:
+            raise ValueError(f"--spec is not JSON: {exc}") from None
+        if not isinstance(spec, dict):
+            raise ValueError(f"--spec must be a JSON object, got {type(spec).__name__}")
+        return spec
     fields = {key: given[key] for key in _SPEC_FLAGS if key in given}
     options = {}
     for text in given.get("option") or []:
@@ -478,26 +526,16 @@ def _command(argv) -> str | None:
 
 def _forward(argv, service) -> int:
     """``dpmmbench run`` through the run service ``service``: its output relayed, its exit code."""
-    from .service_client import ServiceGone, forward
+    from .service_client import relay
 
     try:
         request = run_request(argv)
     except SystemExit as exc:  # a usage error, already printed by argparse
         return exc.code if isinstance(exc.code, int) else EXIT_CODES["usage"]
-    except ValueError as exc:  # a bad --option
+    except ValueError as exc:  # a bad --option or --spec
         print(f"dpmmbench: {message(exc, 'usage')}", file=sys.stderr)
         return EXIT_CODES["usage"]
-    try:
-        code, out, err = forward(request, service)
-    except ServiceGone as exc:
-        print(f"dpmmbench: error: {exc}", file=sys.stderr)
-        return EXIT_CODES["cluster"]
-    except KeyboardInterrupt:  # the service sees the connection close and cancels the run
-        print("dpmmbench: interrupted", file=sys.stderr)
-        return EXIT_CODES["interrupted"]
-    sys.stdout.write(out)
-    sys.stderr.write(err)
-    return code
+    return relay(request, service)
 
 
 if __name__ == "__main__":

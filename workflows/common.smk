@@ -37,9 +37,9 @@ def variants():
     return _config.variants(config)
 
 
-def run_spec(name, dataset=None):
-    """What the run called ``name`` is (on ``dataset``: with its time budget; ``_config.run_spec``)."""
-    return _config.run_spec(config, name, dataset)
+def run_column(name, dataset=None):
+    """What the grid's column ``name`` is (on ``dataset``: with its time budget; ``_config.run_column``)."""
+    return _config.run_column(config, name, dataset)
 
 
 def worker_counts(name):
@@ -49,7 +49,7 @@ def worker_counts(name):
     variant's own ``workers``)."""
     counts = variants().get(name, {}).get("workers", config.get("dask", {}).get("workers", RUN_DEFAULTS["workers"]))
     counts = sorted(counts) if isinstance(counts, list) else [counts]
-    return counts if algorithms.get(run_spec(name)["algorithm"]).supports_backend else counts[:1]
+    return counts if algorithms.get(run_column(name)["algorithm"]).supports_backend else counts[:1]
 
 
 def run_names():
@@ -62,9 +62,9 @@ def trace_paths():
     return [
         TRACE.format(dataset=dataset, algorithm=name, workers=workers, seed=seed)
         for name in run_names()
-        for dataset in run_spec(name)["datasets"]
+        for dataset in run_column(name)["datasets"]
         for workers in worker_counts(name)
-        for seed in run_spec(name)["seeds"]
+        for seed in run_column(name)["seeds"]
     ]
 
 
@@ -124,35 +124,25 @@ def stop_run_service():
         service.stop(state)
 
 
-def run_args(wildcards, input):
-    """The ``dpmmbench run`` arguments of one run, shell-quoted (seed, workers and output
-    come from the wildcards; a preprocessed dataset file from the input)."""
-    spec = run_spec(wildcards.algorithm, wildcards.dataset)
+def job_args(wildcards, input):
+    """The run job's arguments but ``--out``, shell-quoted: the module that runs it and the
+    run's spec as JSON (``_config.run_spec``, built and checked there; seed and workers come
+    from the wildcards, a preprocessed dataset file from the input). Through the run service
+    the job is ``workflows/service_client.py``, which hands the spec over as it is; on its own
+    (:func:`with_run_service` false) it is ``dpmmbench run --spec``, which runs it on a
+    cluster of its own or on the config's existing one."""
     dask = config.get("dask", {})
-    args = ["--algorithm", spec["algorithm"], "--dataset", config["datasets"][wildcards.dataset],
-            "--iterations", spec["iterations"], "--alpha", spec["alpha"],
-            "--init-clusters", spec["init_clusters"],
-            "--threads", dask.get("threads", RUN_DEFAULTS["threads"])]
-    for flag, key in (("--test-fraction", "test_fraction"), ("--split-seed", "split_seed"),
-                      ("--heldout-draws", "heldout_draws")):
-        args += [flag, config.get(key, RUN_DEFAULTS[key])]
-    if spec["alpha_prior"] is not None:
-        args += ["--alpha-prior", *spec["alpha_prior"]]
-    if spec["time_budget"] is not None:
-        args += ["--time-budget", spec["time_budget"]]
-    if wildcards.algorithm != spec["algorithm"]:
-        args += ["--name", wildcards.algorithm]
-    if input.data:
-        args += ["--data-file", input.data]
-    if dask.get("scheduler"):
-        args += ["--scheduler", dask["scheduler"]]
-    elif dask.get("scheduler_file") and not with_run_service():
+    scheduler = None
+    if not dask.get("scheduler") and dask.get("scheduler_file") and not with_run_service():
         # a job on its own reads no scheduler file: it is given the address the file names
         # (read here, when the job is made: the cluster must be up before such a workflow)
-        args += ["--scheduler", scheduler_file_address(dask["scheduler_file"])]
-    for key, value in spec["options"].items():
-        args += ["--option", f"{key}={value}"]
-    return " ".join(shlex.quote(str(a)) for a in args)
+        scheduler = scheduler_file_address(dask["scheduler_file"])
+    spec = _config.run_spec(config, wildcards.algorithm, wildcards.dataset, seed=int(wildcards.seed),
+                            workers=int(wildcards.workers), data_file=str(input.data) if input.data else None,
+                            scheduler=scheduler)
+    entry = (["dpmmbench.workflows.service_client"] if with_run_service()
+              else ["dpmmbench.workflows.cli", "run", "--no-progress"])
+    return " ".join(shlex.quote(a) for a in ["-m", *entry, "--spec", spec.to_json()])
 
 
 def target_tolerance_args():

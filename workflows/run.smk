@@ -22,13 +22,16 @@ onerror:
     stop_run_service()
 
 
-# One run per job. The job is the `dpmmbench run` command: it hands its arguments to the run
-# service ($DPMMBENCH_SERVICE), which runs it on workers reserved for it while it computes,
-# which is why it still claims workers x threads cores (a -2w run takes both of two cores and
-# runs alone). Without the service (--no-hooks, conda) the same command starts a cluster of
-# its own. `shell:` + `python -m`, never `script:` (see docs/design.md "Dask clusters":
-# spawned Dask workers re-import a `script:` file without its `snakemake` object). The
-# benchmark file is Snakemake's own measure of the job's wall time.
+# One run per job. The job hands the run's spec, built from the config (workflows/_config.py
+# `run_spec`), as JSON to the run service ($DPMMBENCH_SERVICE) through
+# workflows/service_client.py, which imports only the standard library; the service runs it on
+# workers reserved for it while it computes, which is why the job still claims workers x
+# threads cores (a -2w run takes both of two cores and runs alone). Without the service
+# (--no-hooks, conda) the job is `dpmmbench run --spec`, which starts a cluster of its own. Its
+# trace records `dpmmbench run --spec JSON --out PATH` either way. `shell:` + `python -m`,
+# never `script:` (see docs/design.md "Dask clusters": spawned Dask workers re-import a
+# `script:` file without its `snakemake` object). The benchmark file is Snakemake's own
+# measure of the job's wall time.
 rule run_chain:
     input:
         # a downloaded dataset is fetched and preprocessed once (workflows/data.smk)
@@ -44,13 +47,12 @@ rule run_chain:
     # core to come free while the first idles (data jobs have priority 10)
     priority: lambda wc: 20 if int(wc.workers) > 1 else 0
     params:
-        args=run_args,
+        args=job_args,
         python=PYTHON,
     conda:
         SOFTWARE_ENV
     shell:
-        "{params.python} -m dpmmbench.workflows.cli run {params.args} --seed {wildcards.seed}"
-        " --workers {wildcards.workers} --no-progress --out {output} > {log} 2>&1"
+        "{params.python} {params.args} --out {output} > {log} 2>&1"
 
 
 # Statistics over the chains of each (dataset, algorithm, workers), and one row per run beside

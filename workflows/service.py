@@ -1,10 +1,12 @@
 """The workflow's run service: one Dask cluster serves every run of a workflow.
 
 A workflow (``workflows/run.smk``) starts one service before its first run (:func:`start`)
-and stops it when it ends (:func:`stop`); each run job, ``python -m dpmmbench.workflows.cli run
-...``, finds it through ``$DPMMBENCH_SERVICE`` and hands it its run request (the run spec,
-:meth:`workflows.driver.RunSpec.to_dict`, and the trace's path) instead of importing numpy,
-numba and Dask and starting a cluster of its own. The service executes the spec exactly as
+and stops it when it ends (:func:`stop`); each run job, ``python -m
+dpmmbench.workflows.service_client --spec JSON --out PATH``, finds it through
+``$DPMMBENCH_SERVICE`` and hands it its run request (the run spec the workflow built from its
+config, :func:`workflows._config.run_spec`, and the trace's path) instead of importing numpy,
+numba and Dask and starting a cluster of its own; so does ``dpmmbench run`` when that
+variable names a service. The service executes the spec exactly as
 ``dpmmbench run`` does (:func:`workflows.driver.execute`: the same checks, atomic trace write
 and provenance; the same errors and exit codes, :mod:`workflows.errors`), in a thread, on
 workers it reserves for the run on its one cluster (:class:`workflows.cluster.SharedCluster`),
