@@ -231,6 +231,15 @@ def test_heldout_draws_are_the_last_states_and_nothing_held_out_scores_nothing(s
 def test_unreachable_scheduler_fails_fast(monkeypatch):
     """The run waits the scheduler timeout (its message says which), and starts no embedded
     cluster in the scheduler's place."""
+    import copy
+
+    import dask.config
+
+    # dask copies DASK_* variables into its config when distributed is first imported: that
+    # must happen before the variable is set, and no copy of it may outlive the test (later
+    # tests in this process would see an existing scheduler configured)
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(dask.config, "config", copy.deepcopy(dask.config.config))
     monkeypatch.setattr(cluster, "SCHEDULER_TIMEOUT", 1.0)
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", UNREACHABLE)
     monkeypatch.setattr(cluster, "_local_cluster", refuse("an embedded cluster was started"))
