@@ -1,4 +1,4 @@
-"""Wang & Lin (2017)'s entries (reports/papers/wang2017.py and wang2017_text.py) on small
+"""Wang & Lin (2017)'s entries (the packages reports/papers/wang2017 and wang2017_text) on small
 in-memory records: their order and verdicts, verdicts that follow the data, the modelled
 speed-up said to be modelled, and missing runs named."""
 import dataclasses

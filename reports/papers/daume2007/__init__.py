@@ -14,9 +14,9 @@ import pandas as pd
 
 from dpmmbench.datasets import canonical_name
 
-from .. import figures
-from ..claims import Criterion, decide
-from ..entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
+from ... import figures
+from ...claims import Criterion, decide
+from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
 
 TITLE = "Daumé (2007), Fast search for Dirichlet process mixture models"
 SHORT = "Daumé 2007"

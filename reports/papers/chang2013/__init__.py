@@ -15,10 +15,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import figures
-from ..claims import CHANG_SCOPE, PLATEAU_RTOL, Criterion, decide, regime_note
-from ..entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
-from ..scaling_doc import speedups
+from ... import figures
+from ...claims import CHANG_SCOPE, PLATEAU_RTOL, Criterion, decide, regime_note
+from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
+from ...scaling_doc import speedups
 
 TITLE = "Chang & Fisher (2013), Parallel sampling of DP mixture models using sub-cluster splits"
 SHORT = "Chang & Fisher 2013"

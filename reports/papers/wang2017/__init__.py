@@ -15,11 +15,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from .. import costmodel, figures
-from ..scaling_doc import frame as scaling_rows
-from ..chains import TARGET_TOLERANCE
-from ..claims import WANG_FACTOR, Criterion, decide
-from ..entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
+from ... import costmodel, figures
+from ...scaling_doc import frame as scaling_rows
+from ...chains import TARGET_TOLERANCE
+from ...claims import WANG_FACTOR, Criterion, decide
+from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
 
 TITLE = ("Wang & Lin (2017), Scalable estimation of Dirichlet process mixture models on distributed data "
          "(synthetic data)")
