@@ -747,4 +747,7 @@ def entries(tables) -> list:
     -------
     list of reports.entries.Entry
     """
-    return [k_init(tables), concentration(tables), cores(tables), mnist(tables), corpora(tables)]
+    from . import checks  # the claims measured on their own (checks.json), after the figures
+
+    return [k_init(tables), concentration(tables), cores(tables), mnist(tables), corpora(tables),
+            *checks.entries(tables)]

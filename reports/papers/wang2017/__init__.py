@@ -871,11 +871,15 @@ def scaling_png(measured: pd.DataFrame, modelled: pd.DataFrame, runs) -> bytes:
 
 # ---- the entries -----------------------------------------------------------------------------
 def entries(tables) -> list:
-    """Figure 2 and Figure 3 (synthetic panels), Table 1(a) and Figure 4, in the paper's order."""
+    """Figure 2 and Figure 3 (synthetic panels), Table 1(a) and Figure 4, in the paper's order,
+    then the sentences on delayed synchronisation and on Hung (:mod:`.variants`)."""
+    from . import variants  # it reads this module's helpers
+
     tables = restrict(tables, DATASET)
     notes = []
     if not missing(tables, [(REFERENCE, 1)] + [(run, WORKERS) for run in OURS]):
         notes.append(noisy_clusters_sentence(tables))
     return [figure2_entry(tables, DATASET, "Figure 2, synthetic panel: log-likelihood w.r.t. iteration and runtime",
                           Q_NOISY, notes),
-            figure3_entry(tables), table1a_entry(tables), figure4_entry(tables)]
+            figure3_entry(tables), table1a_entry(tables), figure4_entry(tables),
+            variants.delayed_entry(tables), variants.hung_entry(tables)]
