@@ -33,6 +33,7 @@ from dpmmbench.algorithms import runner
 from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.families.normal_known import IsotropicStats, NormalKnownCovariance
 
+from ... import figures
 from ...claims import PLATEAU_RTOL, Criterion, decide
 from ...entries import NOT_COMPARABLE, Entry, rerun_text
 from ...metrics import log_joint
@@ -283,36 +284,23 @@ def sharding_entry(checks: dict) -> Entry:
     reason = (f"Sharding leaves the iterations a chain needs to the plateau unchanged within the criterion (ratio "
               f"{ratio:.2f}): parallelism can only buy speed." if criterion.holds(dict(criterion.thresholds)) else
               f"The sharded chains reached the plateau in fewer iterations (ratio {ratio:.2f}).")
-    return Entry(item, paper, measured, decide(criterion), reason, table=table, figure=_sharding_figure(curves),
-                 caption="subc's log joint per iteration, in-process and on two shards, one line per seed.",
+    png, cropped = _sharding_figure(curves)
+    caption = (f"subc's log joint against iteration, in-process and on {res['shards']} shards: {figures.BAND_TEXT}."
+               + (" The log joint axis is cropped to where the chains go (the one-cluster start lies below)."
+                  if cropped else ""))
+    return Entry(item, paper, measured, decide(criterion), reason, table=table, figure=png, caption=caption,
                  criterion=criterion, rerun=rerun_text(f"{COMMAND} --only sharding", check))
 
 
-def _sharding_figure(curves: dict) -> bytes:
-    from matplotlib.figure import Figure
-
-    from ... import figures
-
-    styles = figures.palette(list(curves))
-    with figures._style():
-        fig = Figure(figsize=(6.0, 3.8), layout="constrained")
-        ax = fig.subplots()
-        finals = []
-        for name, runs in curves.items():
-            for i, values in enumerate(runs.values()):
-                line, = ax.plot(np.arange(len(values)), values, color=styles[name][0], lw=1.2,
-                                label=name if i == 0 else None)
-                if styles[name][1]:
-                    line.set_dashes(styles[name][1])
-                finals.append(values[-1])
-        # the first steps from one cluster are far below: keep the plateau in view
-        lo, hi = min(finals), max(max(v) for runs in curves.values() for v in runs.values())
-        span = max(hi - lo, abs(hi) * 1e-3)
-        ax.set_ylim(lo - 3 * span, hi + 0.5 * span)
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("log joint p(x, z) (nats)")
-        ax.legend(frameon=False)
-        return figures.png_bytes(fig)
+def _sharding_figure(curves: dict) -> tuple[bytes | None, bool]:
+    """The recorded log joints per iteration in the papers' shared panels (one panel)."""
+    frame = pd.DataFrame([{"label": f"subc, {name}", "seed": int(seed), "iteration": i, "time_s": math.nan,
+                           "log_joint": value}
+                          for name, runs in curves.items() for seed, values in runs.items()
+                          for i, value in enumerate(values)])
+    order = [f"subc, {name}" for name in curves]
+    return figures.paper_panels([[("subc from one cluster, α = 1", frame)]], order, figures.palette(order),
+                                x="iteration")
 
 
 def entries(tables) -> list:

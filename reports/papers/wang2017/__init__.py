@@ -544,7 +544,7 @@ def panels_figure(frame: pd.DataFrame, order, styles, rows) -> bytes:
         axes = fig.subplots(len(rows), 2, squeeze=False)
         for (column, ylabel, limits), (ax_it, ax_t) in zip(rows, axes):
             data = frame[["label", "seed", "iteration", "time_s", column]].dropna(subset=[column])
-            figures._lines(ax_it, figures.over_seeds(on_iteration_grid(data, column), "iteration", column),
+            figures._lines(ax_it, figures.over_seeds(figures.on_iteration_grid(data, column), "iteration", column),
                            "iteration", order, styles, step=False)
             figures._lines(ax_t, figures.over_seeds(figures.on_time_grid(data, column), "time_s", column), "time_s",
                            order, styles, step=True)
@@ -563,28 +563,6 @@ def panels_figure(frame: pd.DataFrame, order, styles, rows) -> bytes:
                     ax.set_ylim(*limits)
         figures._legend(fig, order, styles)
         return figures.png_bytes(fig)
-
-
-def on_iteration_grid(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Each chain's ``column`` at every iteration any chain of its label recorded (the value of
-    its last recorded iteration up to it; none past its own last).
-
-    The curves are thinned geometrically per chain, so chains of different lengths keep
-    different iterations; a median over seeds at an iteration only one of them kept would be
-    that chain's value alone, and the median line would zig-zag between the seeds.
-    """
-    out = []
-    for lab, group in frame.groupby("label", sort=False):
-        grid = np.unique(group["iteration"].to_numpy())
-        for seed, chain in group.groupby("seed", sort=False):
-            chain = chain.sort_values("iteration", kind="stable")
-            its, values = chain["iteration"].to_numpy(), chain[column].to_numpy(float)
-            points = grid[(grid >= its.min()) & (grid <= its.max())]
-            idx = np.searchsorted(its, points, side="right") - 1
-            out.append(pd.DataFrame({"label": lab, "seed": seed, "iteration": points, column: values[idx]}))
-    if not out:
-        return pd.DataFrame(columns=["label", "seed", "iteration", column])
-    return pd.concat(out, ignore_index=True)
 
 
 def chain_finals(frame: pd.DataFrame, column: str) -> pd.Series:
