@@ -51,8 +51,9 @@ MERGE_CEILING = 1e-16
 #: the merge experiment's two cases: the clusters a merge should join (one Gaussian cut at its
 #: median, the most sub-cluster-like split of it), and two generating components of 128 points
 CASES = {"one component cut at its median": 1, "two components of 128 points": 2}
-#: the sharding experiment: the paper's synthetic set, subc from one cluster, these seeds
-SHARD_DATA, SHARD_ITERATIONS, SHARD_SEEDS, SHARDS = "synth-chang2013", 150, (0, 1, 2), 2
+#: the sharding experiment: the paper's synthetic set, subc from one cluster, the 200 iterations
+#: the suite's claim needs there (reports.claims.CHANG_SCOPE), these seeds
+SHARD_DATA, SHARD_ITERATIONS, SHARD_SEEDS, SHARDS = "synth-chang2013", 200, (0, 1, 2), 2
 #: "does not aid the convergence": the sharded chain needs at least this fraction of the
 #: in-process chain's iterations to the plateau (fewer would be parallelism aiding it)
 FEWER = "iterations to the plateau, sharded ÷ in-process (at least)"
