@@ -14,7 +14,7 @@ two-component sub-cluster model, sub-weights ``Dir(α/2, α/2)``; docs/algorithm
 sub-labelling, ``log 2 + log w(A, B) - log Z`` (either side may be the left sub-cluster), with
 ``w`` the sub-labelling's weight and ``Z`` its sum over the ``2^n`` sub-labellings of ``A ∪ B``.
 ``Z`` is intractable past about 20 points, so it is bounded from below: the two sub-labellings
-with every point on one side are summed exactly, and for any law ``r`` over the others
+with every point on one side and the two that are ``A`` and ``B`` are summed exactly, and for any law ``r`` over the others
 ``log Z_rest >= E_r[log w - log r]`` (Jensen), estimated from draws of ``r`` less three standard
 errors; an upper bound on the acceptance follows. ``r`` is an even mixture of product laws: the
 two-component plug-in of ``A`` and ``B`` (each point's posterior side under the two clusters'
@@ -113,7 +113,8 @@ def merge_log_terms(family, x, in_a, alpha, draws, rng):
     -------
     dict
         ``log_target`` (log p(merged) - log p(A, B)), ``log_w`` (log w(A, B)),
-        ``log_z_one_side`` (the two one-sided sub-labellings' part of log Z, exact), ``elbo`` and
+        ``log_z_one_side`` (the part of log Z of the sub-labellings summed exactly: one-sided,
+        and A and B), ``elbo`` and
         ``elbo_se`` (the Jensen bound on the rest and its standard error), ``log_z_bound`` (the
         lower bound on log Z), ``log_z_is`` (the importance-sampling estimate of log Z),
         ``log_h_bound`` (the log Hastings ratio's upper bound, from ``log_z_bound``) and
@@ -125,14 +126,16 @@ def merge_log_terms(family, x, in_a, alpha, draws, rng):
                   - log_joint(X, (~in_a).astype(np.int64), family, alpha))
     log_w = float(_sub_log_weights(family, x, in_a[None, :], alpha)[0])
     n = x.shape[0]
-    # Z = Z_S + Z_rest: S, every point on one side, is exact (two sub-labellings that hold
-    # much of Z when A and B are one Gaussian's halves); Z_rest is bounded with r conditioned
-    # off S
-    one_side = np.array([np.zeros(n, dtype=bool), np.ones(n, dtype=bool)])
-    log_z_s = float(logsumexp(_sub_log_weights(family, x, one_side, alpha)))
+    # Z = Z_S + Z_rest: S is summed exactly, every point on one side (two sub-labellings that
+    # hold much of Z when A and B are one Gaussian's halves) and A, B themselves (either side);
+    # Z_rest is bounded with r conditioned off S
+    S = np.array([np.zeros(n, dtype=bool), np.ones(n, dtype=bool), in_a, ~in_a])
+    log_z_s = float(logsumexp(_sub_log_weights(family, x, S, alpha)))
     laws = _product_laws(_side_probabilities(family, x, in_a))
-    log_r_s = math.log(np.mean([math.exp(np.log(q).sum()) + math.exp(np.log1p(-q).sum()) for q in laws]))
-    left = _draw_off(laws, draws, rng)
+    # r's mass on S, in logs (it underflows at a few hundred points)
+    log_r_s = float(logsumexp([np.where(z, np.log(q), np.log1p(-q)).sum() for q in laws for z in S])
+                    - math.log(len(laws)))
+    left = _draw_off(laws, draws, rng, S)
     log_r = (logsumexp([np.where(left, np.log(q), np.log1p(-q)).sum(axis=1) for q in laws], axis=0)
              - math.log(len(laws)) - math.log1p(-math.exp(log_r_s)))
     ratios = _sub_log_weights(family, x, left, alpha) - log_r
@@ -160,17 +163,16 @@ def _product_laws(p: np.ndarray) -> list:
     return laws
 
 
-def _draw_off(laws: list, draws: int, rng) -> np.ndarray:
-    """``draws`` sub-labellings from the even mixture of ``laws``, conditioned on not putting
-    every point on one side (such draws are drawn again)."""
+def _draw_off(laws: list, draws: int, rng, S: np.ndarray) -> np.ndarray:
+    """``draws`` sub-labellings from the even mixture of ``laws``, conditioned on not being one
+    of ``S`` (rows: sub-labellings; such draws are drawn again)."""
     n = laws[0].shape[0]
     out = np.empty((draws, n), dtype=bool)
     todo = np.arange(draws)
     while len(todo):
         pick = rng.integers(len(laws), size=len(todo))
         out[todo] = rng.random((len(todo), n)) < np.asarray(laws)[pick]
-        counts = out[todo].sum(axis=1)
-        todo = todo[(counts == 0) | (counts == n)]
+        todo = todo[(out[todo][:, None, :] == S[None, :, :]).all(axis=2).any(axis=1)]
     return out
 
 
