@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ...claims import Criterion, decide
-from ...entries import NOT_COMPARABLE, Entry
-from . import (DATASET, HUNG, NAMES, VI_SLACK, WORKERS, convergence_table, label, missing, restrict, shown,
-               value_at)
+from ...entries import Entry
+from . import (DATASET, HUNG, NAMES, VI_SLACK, WORKERS, absent, convergence_table, finals, label, missing, reach,
+               restrict, shown, value_at)
 
 #: "little impact on the convergence": the delayed run needs at most this factor times the
 #: undelayed run's iterations to CGS's level, and ends within this fraction of its log joint
@@ -41,12 +41,19 @@ def delayed_entry(tables) -> Entry:
     tables = restrict(tables, DATASET)
     lacking = missing(tables, [("gibbs", 1)] + [key for pair in PAIRS for key in pair])
     if lacking:
-        return Entry(item, paper, f"Not measured: the record has no {', '.join(lacking)} on {DATASET}.",
-                     NOT_COMPARABLE, "The runs the criterion needs are missing from the record.")
-    table, cgs, level = convergence_table(tables)
+        return absent(item, paper, DATASET, lacking)
+    _, cgs, level = convergence_table(tables)  # CGS's level, as Figure 2's entry reads it
+    reached, final = reach(tables.curves, level), finals(tables)
+
+    def at(key):
+        """(iterations to CGS's level, final log joint): medians over seeds of one run."""
+        return float(reached.loc[label(*key), "iterations"]), float(final.loc[key, "final_log_joint"])
+
     rows, slow, gaps = [], [], []
     for delayed, undelayed in PAIRS:
-        d, u = table.loc[delayed], table.loc[undelayed]
+        (d_its, d_final), (u_its, u_final) = at(delayed), at(undelayed)
+        d = {"iterations to CGS level": d_its, "final log joint": d_final}
+        u = {"iterations to CGS level": u_its, "final log joint": u_final}
         factor = d["iterations to CGS level"] / max(u["iterations to CGS level"], 1.0)
         gap = (u["final log joint"] - d["final log joint"]) / abs(u["final log joint"])
         slow.append(factor)
@@ -85,8 +92,7 @@ def hung_entry(tables) -> Entry:
     keys = [(HUNG, WORKERS), (HUNG_PEER, WORKERS)]
     lacking = missing(tables, keys)
     if lacking:
-        return Entry(item, paper, f"Not measured: the record has no {', '.join(lacking)} on {DATASET}.",
-                     NOT_COMPARABLE, "The runs the criterion needs are missing from the record.")
+        return absent(item, paper, DATASET, lacking)
     curves = tables.curves
     own = {key: curves[curves["label"] == label(*key)] for key in keys}
     last = min(float(c.groupby("seed")["iteration"].max().min()) for c in own.values())
