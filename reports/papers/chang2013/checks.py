@@ -47,7 +47,7 @@ MERGE_POINTS, MERGE_TRIALS = 256, 1000
 #: the 1-D model: x ~ N(mu, 1), mu ~ N(0, 3^2) (means a few units apart, as a mixture's are)
 SIGMA, SIGMA0, ALPHA = 1.0, 3.0, 1.0
 #: draws of r per trial for the bound on log Z
-MERGE_DRAWS = 400
+MERGE_DRAWS = 2000
 #: "did not exceed 10^-16"
 MERGE_CEILING = 1e-16
 #: the merge experiment's two cases: the clusters a merge should join (one Gaussian cut at its
@@ -148,8 +148,10 @@ def merge_log_terms(family, x, in_a, alpha, draws, rng):
             "log_h_bound": float(log_target + log_q - log_z_bound), "log_h_is": float(log_target + log_q - log_z_is)}
 
 
-#: tempering of the plug-in side probabilities in r's mixture (1: as fitted; 0: a fair coin)
-TEMPERS = (1.0, 0.5, 0.25)
+#: tempering of the plug-in side probabilities in r's mixture (1: as fitted; 0: a fair coin,
+#: which keeps the draws off S: with well-separated A and B every tempered plug-in is sure of
+#: each point, draws only A and B, and the draws conditioned off S would never end)
+TEMPERS = (1.0, 0.5, 0.25, 0.0)
 
 
 def _product_laws(p: np.ndarray) -> list:
