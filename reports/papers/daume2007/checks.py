@@ -104,7 +104,7 @@ MEASUREMENTS = {"orders": measure_orders, "initialisation": measure_initialisati
 
 def orders_entry(checks: dict) -> Entry:
     """The NIPS table's data orders, over many random orders."""
-    item = "Real data: NIPS papers, data order over 12 random orders (slide \"Real Data: NIPS Papers\")"
+    item = "Real data: NIPS papers, data order over 12 random orders (slide Real Data: NIPS Papers)"
     paper = ("Search 2.441e6 with the examples ordered by increasing marginal likelihood, 2.474e6 in reverse order, "
              "2.449e6 in random order (one random order): the increasing order scores best.")
     check = checks.get("orders")
@@ -145,7 +145,7 @@ def orders_entry(checks: dict) -> Entry:
 
 def initialisation_entry(checks: dict) -> Entry:
     """The talk's "Personal Observation": samplers are very sensitive to initialisation."""
-    item = "Personal observation: samplers \"very sensitive to initialization\" (slide 2)"
+    item = "Personal observation: samplers very sensitive to initialization (slide 2)"
     paper = "\"Samplers slow on huge data sets (10k+ elements) / Very sensitive to initialization\" (no number given)."
     check = checks.get("initialisation")
     if check is None:

@@ -924,7 +924,7 @@ def delayed_entry(tables) -> Entry:
 
 def hung_entry(tables) -> Entry:
     """Section 5 (Figure 3): Hung performs similar to the authors' methods."""
-    item = "Section 5, Figure 3 (Hung \"performs similar\" in VI)"
+    item = "Section 5, Figure 3 (Hung performs similar in VI)"
     paper = ("\"Hung performs similar as compared to our methods.\" (VI against iterations and runtime, Figure 3; "
              "Hung replaces the consolidation step with the Hungarian algorithm of Campbell et al. 2015)")
     tables = restrict(tables, DATASET)
