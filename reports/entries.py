@@ -120,3 +120,10 @@ def rerun_text(command: str, check: dict) -> str:
     return (f"`{command}` ({check['wall_s']:.3g} s measured, {check['cpu_s']:.3g} s CPU; {seeds}; commit {commit} on "
             f"{check.get('cores', '?')} cores, {check.get('cpu_model', 'unknown CPU')}, "
             f"{str(check.get('finished_utc', ''))[:10]}).")
+
+
+def not_measured(item: str, paper: str, name: str, command: str) -> Entry:
+    """The entry of a paper's own measurement that has no record yet (``checks.json`` lacks
+    ``name``): not comparable, naming the command that measures it."""
+    return Entry(item, paper, f"Not measured: no {name} record (`{command}`).", NOT_COMPARABLE,
+                 "The measurement has no record yet.")

@@ -37,7 +37,7 @@ from dpmmbench.algorithms.families.normal_known import IsotropicStats, NormalKno
 
 from ... import figures
 from ...claims import PLATEAU_RTOL, Criterion, decide
-from ...entries import NOT_COMPARABLE, Entry, rerun_text
+from ...entries import Entry, not_measured, rerun_text
 from ...metrics import log_joint
 
 #: the command that writes this module's record
@@ -259,8 +259,7 @@ def merge_entry(checks: dict) -> Entry:
              "rejection.\" (the reason for the random split/merge proposals)")
     check = checks.get("merge_acceptance")
     if check is None:
-        return Entry(item, paper, f"Not measured: no merge_acceptance record (`{COMMAND}`).", NOT_COMPARABLE,
-                     "The measurement has no record yet.")
+        return not_measured(item, paper, "merge_acceptance", COMMAND)
     res = check["result"]
     cases = res["cases"]
     worst = max(c["max_log10_acceptance_bound"] for c in cases.values())
@@ -317,8 +316,7 @@ def sharding_entry(checks: dict) -> Entry:
              "converge.\"")
     check = checks.get("sharding")
     if check is None:
-        return Entry(item, paper, f"Not measured: no sharding record (`{COMMAND}`).", NOT_COMPARABLE,
-                     "The measurement has no record yet.")
+        return not_measured(item, paper, "sharding", COMMAND)
     res = check["result"]
     curves = res["curves"]
     best = max(max(v) for runs in curves.values() for v in runs.values())

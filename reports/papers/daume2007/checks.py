@@ -18,7 +18,7 @@ from dpmmbench.algorithms import runner
 from dpmmbench.algorithms.search import map_search
 
 from ...claims import Criterion, decide
-from ...entries import NOT_COMPARABLE, Entry, rerun_text
+from ...entries import Entry, not_measured, rerun_text
 from ...metrics import log_joint
 
 #: the command that writes this module's record
@@ -109,8 +109,7 @@ def orders_entry(checks: dict) -> Entry:
              "2.449e6 in random order (one random order): the increasing order scores best.")
     check = checks.get("orders")
     if check is None:
-        return Entry(item, paper, f"Not measured: no orders record (`{COMMAND}`).", NOT_COMPARABLE,
-                     "The measurement has no record yet.")
+        return not_measured(item, paper, "orders", COMMAND)
     res = check["result"]
     rows, leads = [], []
     for name, c in res["corpora"].items():
@@ -149,8 +148,7 @@ def initialisation_entry(checks: dict) -> Entry:
     paper = "\"Samplers slow on huge data sets (10k+ elements) / Very sensitive to initialization\" (no number given)."
     check = checks.get("initialisation")
     if check is None:
-        return Entry(item, paper, f"Not measured: no initialisation record (`{COMMAND}`).", NOT_COMPARABLE,
-                     "The measurement has no record yet.")
+        return not_measured(item, paper, "initialisation", COMMAND)
     res = check["result"]
     finals = {start: np.asarray([v[0] for v in by_seed.values()]) for start, by_seed in res["finals"].items()}
     clusters = {start: [v[1] for v in by_seed.values()] for start, by_seed in res["finals"].items()}
