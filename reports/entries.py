@@ -45,6 +45,10 @@ class Entry:
     regime : str
         Where the verdict was decided against the paper's regime (a budget far below it is
         said so), empty when it is the paper's.
+    rerun : str
+        The command that reruns this entry with its measured time, seeds, commit and machine,
+        when it is not the paper's config (a small measurement of its own, ``checks.json``);
+        empty: the config's record.
     """
 
     item: str
@@ -57,6 +61,7 @@ class Entry:
     caption: str = ""
     criterion: object | None = None
     regime: str = ""
+    rerun: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -86,3 +91,39 @@ class Tables:
     scaling_records: list = field(default_factory=list)
     #: the paper's own small measurements (``checks.json``: each with its commit and machine)
     checks: dict = field(default_factory=dict)
+
+
+def rerun_text(command: str, check: dict) -> str:
+    """The rerun line of an entry from a small measurement of its own (a ``checks.json``
+    record): the command, its measured time, seeds, commit and machine.
+
+    Parameters
+    ----------
+    command : str
+        The command that reruns it.
+    check : dict
+        The record: ``cpu_s``, ``wall_s``, ``git_commit``, ``git_dirty``, ``cores``,
+        ``cpu_model``, ``finished_utc`` and ``result`` (whose ``seeds`` or ``seed`` are named).
+
+    Examples
+    --------
+    >>> rerun_text("python -m x", {"cpu_s": 12.3, "wall_s": 12.5, "git_commit": "abcdef0123",
+    ...            "git_dirty": False, "cores": 2, "cpu_model": "AMD EPYC", "finished_utc": "2026-11-27T15:00",
+    ...            "result": {"seed": 0}})
+    '`python -m x` (12.5 s measured, 12.3 s CPU; seed 0; commit abcdef0 on 2 cores, AMD EPYC, 2026-11-27).'
+    """
+    result = check.get("result", {})
+    seeds = (f"seeds {', '.join(map(str, result['seeds']))}" if "seeds" in result
+             else f"seed {result['seed']}" if "seed" in result else "no seed")
+    commit = str(check.get("git_commit") or "unknown")[:7] + (" with uncommitted changes" if check.get("git_dirty")
+                                                              else "")
+    return (f"`{command}` ({check['wall_s']:.3g} s measured, {check['cpu_s']:.3g} s CPU; {seeds}; commit {commit} on "
+            f"{check.get('cores', '?')} cores, {check.get('cpu_model', 'unknown CPU')}, "
+            f"{str(check.get('finished_utc', ''))[:10]}).")
+
+
+def not_measured(item: str, paper: str, name: str, command: str) -> Entry:
+    """The entry of a paper's own measurement that has no record yet (``checks.json`` lacks
+    ``name``): not comparable, naming the command that measures it."""
+    return Entry(item, paper, f"Not measured: no {name} record (`{command}`).", NOT_COMPARABLE,
+                 "The measurement has no record yet.")

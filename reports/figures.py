@@ -134,6 +134,108 @@ def over_seeds(frame: pd.DataFrame, x: str, value: str) -> pd.DataFrame:
     return stats.reset_index()
 
 
+def on_iteration_grid(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Each chain's ``column`` at every iteration any chain of its label recorded (the value of
+    its last recorded iteration up to it; none past its own last).
+
+    The curves are thinned geometrically per chain, so chains of different lengths keep
+    different iterations; a median over seeds at an iteration only one of them kept would be
+    that chain's value alone, and the median line would zig-zag between the seeds.
+    """
+    out = []
+    for lab, group in frame.groupby("label", sort=False):
+        grid = np.unique(group["iteration"].to_numpy())
+        for seed, chain in group.groupby("seed", sort=False):
+            chain = chain.sort_values("iteration", kind="stable")
+            its, values = chain["iteration"].to_numpy(), chain[column].to_numpy(float)
+            points = grid[(grid >= its.min()) & (grid <= its.max())]
+            idx = np.searchsorted(its, points, side="right") - 1
+            out.append(pd.DataFrame({"label": lab, "seed": seed, "iteration": points, column: values[idx]}))
+    if not out:
+        return pd.DataFrame(columns=["label", "seed", "iteration", column])
+    return pd.concat(out, ignore_index=True)
+
+
+
+def paper_panels(grid, order, styles, x: str = "time_s", share_rows: bool = True) -> tuple[bytes | None, bool]:
+    """A paper's panels: the log joint against sampler time (log scale) or iteration, one
+    panel per cell of ``grid``, the median over seeds with its range, one legend.
+
+    Parameters
+    ----------
+    grid : list of list of (str, pandas.DataFrame)
+        Rows of panels: each a title and its trace rows (``label``, ``seed``, ``iteration``,
+        ``time_s``, ``log_joint``).
+    order : sequence of str
+        Every label a panel may show, in legend order (labels no panel has are left out).
+    styles : dict
+        :func:`palette` of ``order``.
+    x : {"time_s", "iteration"}
+        The horizontal axis: sampler time (log scale; at each time a chain counts with its
+        last completed iteration) or iteration.
+    share_rows : bool
+        Panels of a row share their log joint axis (and its crop).
+
+    Returns
+    -------
+    png : bytes or None
+        None when no panel has a trace.
+    cropped : bool
+        Whether a log joint axis was cropped to where the chains go.
+    """
+    from matplotlib.figure import Figure
+
+    if x not in ("time_s", "iteration"):
+        raise ValueError(f"x must be 'time_s' or 'iteration', got {x!r}")
+    if all(frame.empty for row in grid for _, frame in row):
+        return None, False
+    shown = {label for row in grid for _, frame in row for label in frame["label"]}
+    order = [label for label in order if label in shown]
+    columns = max(len(row) for row in grid)
+    cropped = False
+    with _style():
+        fig = Figure(figsize=(4.6 * columns + 2.6, 3.3 * len(grid) + 0.4), layout="constrained")
+        axes = fig.subplots(len(grid), columns, squeeze=False, sharey="row" if share_rows else False)
+        for r, row in enumerate(grid):
+            for c, (title, frame) in enumerate(row):
+                _log_joint_panel(axes[r][c], title, frame, order, styles, x)
+                if not share_rows and not frame.empty:
+                    cropped = _focus_log_joint(axes[r][c], frame) or cropped
+            together = [frame.assign(label=f"{c}:" + frame["label"]) for c, (_, frame) in enumerate(row)
+                        if not frame.empty]
+            if share_rows and together:
+                # one crop for the row, from every panel's chains, as the panels share the axis
+                cropped = _focus_log_joint(axes[r][0], pd.concat(together, ignore_index=True)) or cropped
+            for c in range(len(row), columns):
+                axes[r][c].set_visible(False)
+        _legend(fig, order, styles)
+        return png_bytes(fig), cropped
+
+
+def _log_joint_panel(ax, title: str, frame: pd.DataFrame, order, styles, x: str):
+    """One panel of :func:`paper_panels`: median log joint over seeds against ``x``, with its range."""
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
+    ax.set_title(title, fontsize="medium")
+    ax.set_xlabel("sampler time (s, log scale)" if x == "time_s" else "iteration")
+    ax.set_ylabel("log joint p(x, z) (nats)")
+    data = frame[["label", "seed", "iteration", "time_s", "log_joint"]].dropna(subset=["log_joint"])
+    if data.empty:
+        ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes, color="0.4")
+        return
+    if x == "time_s":
+        stats = over_seeds(on_time_grid(data, "log_joint"), "time_s", "log_joint")
+        _lines(ax, stats, "time_s", order, styles, step=True)
+        ax.set_xscale("log")
+        _readable_log_axis(ax, "x")
+    else:
+        stats = over_seeds(on_iteration_grid(data, "log_joint"), "iteration", "log_joint")
+        _lines(ax, stats, "iteration", order, styles, step=False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    # whole nats with separators: an offset ("1e6") would hide the gaps the panels are about
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+
+
 def _focus_log_joint(ax, frame: pd.DataFrame) -> bool:
     """Crop the log joint axis to where the chains go; return whether it cropped.
 

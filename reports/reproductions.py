@@ -273,7 +273,7 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
                       f"- **Thresholds halved or doubled:** {sensitivity_text(entry.criterion)}"]
         if entry.regime:
             lines.append(f"- **Regime:** {entry.regime}")
-        lines += [f"- **Rerun:** {rerun}", ""]
+        lines += [f"- **Rerun:** {entry.rerun or rerun}", ""]
         if entry.table is not None and not entry.table.empty:
             lines += [_markdown_table(entry.table), ""]
         if entry.figure is not None:

@@ -248,6 +248,8 @@ def test_wheel_holds_dpmmbench_only(tmp_path):
     assert f"{PACKAGE}/workflows/config/default.yaml" in names
     # the report renders from its templates: package data, or an installed report cannot be made
     assert {f"{PACKAGE}/reports/templates/report.html.j2", f"{PACKAGE}/reports/templates/report.css"} <= set(names)
+    # each paper's entries are a package of their own (docs/reproductions.md renders from them)
+    assert f"{PACKAGE}/reports/papers/chang2013/__init__.py" in names
     assert not [n for n in names if n.startswith(f"{PACKAGE}/tests/") or n.startswith(f"{PACKAGE}/benchmarks/")]
 
 

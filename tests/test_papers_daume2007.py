@@ -43,10 +43,15 @@ def _verdicts(tables) -> dict:
 
 def test_entries_in_the_talks_order_with_verdicts():
     entries = paper.entries(_tables())
-    assert [e.item.split(":")[0] for e in entries] == ["Artificial data"] * 2 + ["Real data"] * 3
+    assert [e.item.split(":")[0] for e in entries] == (["Personal observation"] + ["Artificial data"] * 2
+                                                       + ["Real data"] * 4 + ["Discussion"])
     assert all(e.verdict in VERDICTS and e.reason for e in entries)
-    assert entries[0].verdict == NOT_COMPARABLE  # the slides state no result for that figure
-    assert entries[2].figure and entries[1].figure
+    assert entries[1].verdict == NOT_COMPARABLE  # the slides state no result for that figure
+    assert entries[3].figure and entries[2].figure
+    # measured on their own (checks.json, not in these tables): named as not measured
+    assert entries[0].verdict == entries[6].verdict == NOT_COMPARABLE and "paper_checks" in entries[6].measured
+    # 3,000 images in the tables' 2 s of search: 1,500 per second, above the talk's 270
+    assert entries[7].verdict == REPRODUCED and "1500 images per second" in entries[7].measured
 
 
 @pytest.mark.parametrize("search, sampler, expected", [(-100.0, -120.0, REPRODUCED), (-130.0, -120.0, NOT_REPRODUCED)])

@@ -1,10 +1,11 @@
 """Each paper's figures and tables, as entries of ``docs/reproductions.md``.
 
-One module per reproduction config (``workflows/config/<key>.yaml``); each defines ``TITLE``,
+One package per reproduction config (``workflows/config/<key>.yaml``), ``reports/papers/<paper>/``:
+its entries and figures; the generic verdict machinery stays in :mod:`reports.claims`. Each defines ``TITLE``,
 ``SHORT`` (the paper in a table cell), ``CONFIG``, ``DIFFERENCES`` (what the config changes from
 the paper, in one paragraph), ``NOT_ADDRESSED`` (``(item, why)`` for every figure or table the
 suite cannot address) and ``entries(tables) -> list[Entry]`` (:mod:`reports.reproductions`),
-in the paper's order. Adding a paper is one module and one line below.
+in the paper's order. Adding a paper is one package and one line below.
 """
 from __future__ import annotations
 

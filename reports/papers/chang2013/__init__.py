@@ -15,10 +15,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import figures
-from ..claims import CHANG_SCOPE, PLATEAU_RTOL, Criterion, decide, regime_note
-from ..entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
-from ..scaling_doc import speedups
+from ... import figures
+from ...claims import CHANG_SCOPE, PLATEAU_RTOL, Criterion, decide, regime_note
+from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
+from ...scaling_doc import speedups
 
 TITLE = "Chang & Fisher (2013), Parallel sampling of DP mixture models using sub-cluster splits"
 SHORT = "Chang & Fisher 2013"
@@ -240,7 +240,8 @@ def _styles() -> dict:
 
 
 def log_joint_figure(grid, share_rows: bool = True) -> tuple[bytes | None, bool]:
-    """Log joint against log sampler time, one panel per cell of ``grid``.
+    """Log joint against log sampler time, one panel per cell of ``grid``, in this paper's
+    legend (:func:`reports.figures.paper_panels`).
 
     Parameters
     ----------
@@ -257,51 +258,8 @@ def log_joint_figure(grid, share_rows: bool = True) -> tuple[bytes | None, bool]
     cropped : bool
         Whether a log joint axis was cropped to where the chains go.
     """
-    from matplotlib.figure import Figure
-
-    if all(frame.empty for row in grid for _, frame in row):
-        return None, False
     styles = _styles()
-    shown = {label for row in grid for _, frame in row for label in frame["label"]}
-    order = [label for label in styles if label in shown]
-    columns = max(len(row) for row in grid)
-    cropped = False
-    with figures._style():
-        fig = Figure(figsize=(4.6 * columns + 2.6, 3.3 * len(grid) + 0.4), layout="constrained")
-        axes = fig.subplots(len(grid), columns, squeeze=False, sharey="row" if share_rows else False)
-        for r, row in enumerate(grid):
-            for c, (title, frame) in enumerate(row):
-                _time_panel(axes[r][c], title, frame, order, styles)
-                if not share_rows and not frame.empty:
-                    cropped = figures._focus_log_joint(axes[r][c], frame) or cropped
-            together = [frame.assign(label=f"{c}:" + frame["label"]) for c, (_, frame) in enumerate(row)
-                        if not frame.empty]
-            if share_rows and together:
-                # one crop for the row, from every panel's chains, as the panels share the axis
-                cropped = figures._focus_log_joint(axes[r][0], pd.concat(together, ignore_index=True)) or cropped
-            for c in range(len(row), columns):
-                axes[r][c].set_visible(False)
-        figures._legend(fig, order, styles)
-        return figures.png_bytes(fig), cropped
-
-
-def _time_panel(ax, title: str, frame: pd.DataFrame, order, styles):
-    """One panel: median log joint over seeds against log sampler time, with its range."""
-    from matplotlib.ticker import StrMethodFormatter
-
-    ax.set_title(title, fontsize="medium")
-    ax.set_xlabel("sampler time (s, log scale)")
-    ax.set_ylabel("log joint p(x, z) (nats)")
-    data = frame[["label", "seed", "iteration", "time_s", "log_joint"]].dropna(subset=["log_joint"])
-    if data.empty:
-        ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes, color="0.4")
-        return
-    stats = figures.over_seeds(figures.on_time_grid(data, "log_joint"), "time_s", "log_joint")
-    figures._lines(ax, stats, "time_s", order, styles, step=True)
-    ax.set_xscale("log")
-    figures._readable_log_axis(ax, "x")
-    # whole nats with separators: an offset ("1e6") would hide the gaps the panels are about
-    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    return figures.paper_panels(grid, list(styles), styles, share_rows=share_rows)
 
 
 def _caption(what: str, cropped: bool) -> str:
@@ -747,4 +705,7 @@ def entries(tables) -> list:
     -------
     list of reports.entries.Entry
     """
-    return [k_init(tables), concentration(tables), cores(tables), mnist(tables), corpora(tables)]
+    from . import checks  # the claims measured on their own (checks.json), after the figures
+
+    return [k_init(tables), concentration(tables), cores(tables), mnist(tables), corpora(tables),
+            *checks.entries(tables)]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..claims import Criterion, decide
-from ..entries import Entry
-from . import wang2017 as synthetic
+from ...claims import Criterion, decide
+from ...entries import Entry
+from .. import wang2017 as synthetic
 
 TITLE = "Wang & Lin (2017), Scalable estimation of Dirichlet process mixture models on distributed data (text corpus)"
 SHORT = "Wang & Lin 2017 (text)"
