@@ -107,6 +107,7 @@ def rerun_text(command: str, check: dict) -> str:
 
     Examples
     --------
+    >>> from dpmmbench.reports.entries import rerun_text
     >>> rerun_text("python -m x", {"cpu_s": 12.3, "wall_s": 12.5, "git_commit": "abcdef0123",
     ...            "git_dirty": False, "cores": 2, "cpu_model": "AMD EPYC", "finished_utc": "2026-11-27T15:00",
     ...            "result": {"seed": 0}})

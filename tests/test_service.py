@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -302,7 +304,11 @@ def test_the_folders_of_services_gone_without_cleaning_up_are_removed(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_killed_services_folder_is_removed_by_the_next_start(tmp_path):
+def test_a_killed_services_folder_is_removed_by_the_next_start(monkeypatch):
+    # state folders of its own: another test process starting a service meanwhile would remove
+    # the killed one's folder first (every start clears the stale folders of the temp folder)
+    own = tempfile.mkdtemp(prefix="svc")  # short: a Unix socket path is limited to ~100 bytes
+    monkeypatch.setattr(tempfile, "tempdir", own)
     state = service.start(workers=1, threads=1)
     wait_for_cluster(state)
     processes = service_processes(state)
@@ -313,6 +319,7 @@ def test_a_killed_services_folder_is_removed_by_the_next_start(tmp_path):
         assert not Path(state).exists() and Path(again).is_dir()
     finally:
         service.stop(again)
+        shutil.rmtree(own, ignore_errors=True)
 
 
 def wait_for_cluster(state, timeout=120):
