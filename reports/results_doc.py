@@ -131,7 +131,7 @@ def _peer_row(r: dict, cells) -> str:
 def _lead(target: dict) -> list[str]:
     """One line per run of ours that reached the target: its time against the fastest peer that
     reached it too, and at least how many times faster than the peers that did not within the cap."""
-    peers = target.get("peers", _PEERS_OF_OLD_RECORDS)
+    peers = target.get("peers") or _registry_peers()
     ran = [r for r in target["rows"] if r["status"] != "not installed"]
     ours = [r for r in ran if r["method"] not in peers and r["status"] == "reached"]
     reached = [r for r in ran if r["method"] in peers and r["status"] == "reached"]
@@ -152,8 +152,12 @@ def _lead(target: dict) -> list[str]:
     return [""] + lines if lines else []
 
 
-#: peers' registry names, for records written before ``benchmarks.peers`` listed them
-_PEERS_OF_OLD_RECORDS = ("sklearn-bgm", "bnpy-memovb", "bmcc", "dpgmm")
+def _registry_peers() -> set[str]:
+    """The registry's peers, installed or not: for records written before ``benchmarks.peers``
+    listed them."""
+    from ..algorithms import available, get, missing
+
+    return {name for name in available() if get(name).external} | set(missing())
 
 
 def _target_time(r: dict, cap: float) -> str:
