@@ -21,6 +21,10 @@ The record::
     {"machine": {...}, "commit", "versions", "date", "dataset", "n_points", "truth_k", "budget_s",
      "runs": [{"algorithm", "workers", "threads", "iterations", "seconds", "n_clusters", "nmi",
                "trajectory": [[seconds, K, NMI], ...]}]}
+
+A consolidation sampler's run also says how many components its workers created
+(``new_components``) and how many of them, with its pooled merges, were merged into existing
+ones (``merged``): the sum of its ``n_new_components`` and ``n_merges`` over the run.
 """
 from __future__ import annotations
 
@@ -71,17 +75,25 @@ def trajectory(algorithm: str, ds, budget: float, backend) -> dict:
     sampler = algorithms.make(algorithm, family=ds.family, seed=0, backend=backend)
     warm_up(sampler, ds.X)  # compilation off the clock (on a copy, in this process)
     points = []
+    # what the consolidation samplers say of their new components: created on the workers and
+    # merged into existing ones at the master (docs/algorithms.md §8.6)
+    counts = dict.fromkeys(("n_new_components", "n_merges"), 0)
 
     def score(iteration, state, elapsed):
         z = np.asarray(state.labels)
         points.append([round(elapsed, 4), int(n_clusters(z)), round(float(nmi(z, ds.labels)), 4)])
+        if iteration > 0:
+            for key in counts:
+                counts[key] += int((state.info or {}).get(key) or 0)
 
     chain = run_sampler(sampler, ds.X, time_budget=budget, callback=score)
     shards = getattr(chain.state, "shards", None)
     if shards is not None:
         shards.close()
+    born = {"new_components": counts["n_new_components"], "merged": counts["n_merges"]} \
+        if {"n_new_components", "n_merges"} <= set(sampler.info_columns) else {}
     return {"iterations": chain.iterations, "seconds": round(chain.sampler_s, 3), "n_clusters": points[-1][1],
-            "nmi": points[-1][2], "trajectory": thin(points)}
+            "nmi": points[-1][2], **born, "trajectory": thin(points)}
 
 
 def run(out: Path, workers: list[int], algorithms_: list[str], dataset: str = DATASET, budget: float = BUDGET,

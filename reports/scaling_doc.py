@@ -120,6 +120,10 @@ def _k_over_time(run: dict, shown: int = 6) -> str:
     return ", ".join(f"{points[i][0]:.{digits}f} s: {points[i][1]}" for i in picks)
 
 
+def _born(run: dict) -> str:
+    return f"{run['new_components']} / {run['merged']}" if "new_components" in run else "–"
+
+
 def quality_block(records: list[dict]) -> str:
     """The quality-at-scale table of ``docs/results.md`` from ``records``."""
     lines = [f"Every sharded sampler from one cluster, one seed, on W single-threaded Dask workers, each for "
@@ -131,19 +135,25 @@ def quality_block(records: list[dict]) -> str:
                       f"{str(record.get('commit') or 'unknown')[:10]}, {record.get('date', '')}; `{record['path']}`): "
                       f"`{record['dataset']}`, {record['n_points']:,} points, truth K = {truth}, "
                       f"{record['budget_s']:g} s per run", "",
-                  "| algorithm | workers | iterations | reached (s) | final K | final NMI | K over time |",
-                  "|---|---:|---:|---|---:|---:|---|"]
+                  "| algorithm | workers | iterations | reached (s) | final K | final NMI | K over time | new / merged |",
+                  "|---|---:|---:|---|---:|---:|---|---:|"]
         final = {}
         for run in sorted(record["runs"], key=lambda r: (r["algorithm"], r["workers"])):
             at = reached_at(run, truth)
             final.setdefault(run["algorithm"], []).append((run["workers"], run["n_clusters"]))
             lines.append(f"| `{run['algorithm']}` | {run['workers']} | {run['iterations']} | "
                          f"{f'{at:.1f}' if at is not None else 'no: ' + _course(run)} | {run['n_clusters']} | "
-                         f"{run['nmi']:.3f} | {_k_over_time(run)} |")
+                         f"{run['nmi']:.3f} | {_k_over_time(run)} | {_born(run)} |")
         fewer = [f"`{a}` ({', '.join(f'{w}: K {k}' for w, k in ks)})" for a, ks in final.items()
                  if len(ks) > 1 and min(k for _, k in ks[1:]) < (1 - K_TOLERANCE) * ks[0][1]]
         lines += ["", f"Fewer clusters with more workers (more than {K_TOLERANCE:.0%} fewer than on the fewest): "
                   + ("; ".join(fewer) if fewer else "none") + "."]
+        if any("new_components" in run for run in record["runs"]):
+            lines += ["", "*new / merged*: components the workers of a consolidation sampler created in the run, and "
+                      "how many were merged into existing ones at the master (pooled merges included). A new "
+                      "component is a fragment of a cluster whose other points sit in a larger component; the "
+                      "posterior prefers the fragment merged back until it is large (docs/algorithms.md §8.6), and "
+                      "a worker's sweep grows it over its own shard only, so fewer survive as workers are added."]
     return "\n".join(lines)
 
 

@@ -359,6 +359,36 @@ def test_recovers_synthetic_clusters_from_one(name):
     assert log_joint(ds.X, state.labels, ds.family, 1.0) > truth - 0.01 * abs(truth)
 
 
+def _log_rho_of_fragment(ds, fragment) -> float:
+    """log rho(rest, fragment): merged into everything else against apart (§8.1)."""
+    model = cons.family_model(ds.family)
+    z = np.zeros(len(ds.X), dtype=np.int64)
+    z[fragment] = 1
+    rows = ds.family.stats_to_rows(ds.family.stats(ds.X, z, 2))
+    out = np.empty(1)
+    ck.log_rho_to_rows(model, 0.0, rows[:1], ck.log_marginal_rows(model, rows[:1]), rows[1],
+                       ck.log_marginal_row(model, rows[1]), out)
+    return float(out[0])
+
+
+def test_a_shards_share_of_a_cluster_is_merged_back_when_the_shard_is_small():
+    """Why the consolidation samplers find fewer clusters on more workers (docs/algorithms.md
+    §8.6): from one component, a new component is born in one worker's sweep, so it holds at
+    most that shard's points of its true cluster. On Chang & Fisher's recipe the posterior ratio
+    keeps the whole cluster apart (log rho < 0: progressive consolidation keeps it), but merges
+    back everything a worker of four can hold of it, even its whole share (log rho > 0)."""
+    ds = datasets.load("synth-chang2013?n=20000")
+    cluster = 6
+    whole = np.flatnonzero(ds.labels == cluster)
+    quarter = np.flatnonzero(ds.labels[: len(ds.X) // 4] == cluster)  # worker 0's shard of four
+    assert _log_rho_of_fragment(ds, whole) < -1000
+    assert _log_rho_of_fragment(ds, quarter) > 100
+    # not the fragment's looseness: its tightest half (the nucleus a sweep grows first) too
+    centre = ds.X[whole].mean(axis=0)
+    core = quarter[np.argsort(((ds.X[quarter] - centre) ** 2).sum(axis=1))[: quarter.size // 2]]
+    assert _log_rho_of_fragment(ds, core) > 50
+
+
 def test_bad_options_and_families_are_rejected():
     fam = PROBLEMS["known-1d"]()[1]
     with pytest.raises(ValueError, match="mcmc_steps"):

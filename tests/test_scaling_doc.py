@@ -105,9 +105,11 @@ def test_bad_arguments_get_a_clear_error(argv, message, capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def quality_record(tmp_path_factory):
-    """A real quick quality record: subc and slice-mr from one cluster on 1 and 2 Dask workers."""
+    """A real quick quality record: subc, slice-mr and cons-prog from one cluster on 1 and 2 Dask
+    workers."""
     out = tmp_path_factory.mktemp("quality") / "2-core.json"
-    assert quality.main(["--quick", "--workers", "1,2", "--only", "subc", "slice-mr", "--out", str(out)]) == 0
+    assert quality.main(["--quick", "--workers", "1,2", "--only", "subc", "slice-mr", "cons-prog",
+                         "--out", str(out)]) == 0
     return out
 
 
@@ -115,7 +117,8 @@ def test_quality_record_holds_real_trajectories(quality_record):
     data = json.loads(quality_record.read_text())
     assert data["truth_k"] == 10 and data["n_points"] == 4000 and data["budget_s"] == 1.0
     assert {(r["algorithm"], r["workers"]) for r in data["runs"]} == {("subc", 1), ("subc", 2), ("slice-mr", 1),
-                                                                     ("slice-mr", 2)}
+                                                                     ("slice-mr", 2), ("cons-prog", 1),
+                                                                     ("cons-prog", 2)}
     for run in data["runs"]:
         times = [t for t, _, _ in run["trajectory"]]
         # from one cluster at time 0 (after init), then forward in time to the budget's last step
@@ -124,12 +127,23 @@ def test_quality_record_holds_real_trajectories(quality_record):
         assert (run["n_clusters"], run["nmi"]) == tuple(run["trajectory"][-1][1:])
     # subc finds the ten well-separated clusters within its second on either layout
     assert all(r["nmi"] > 0.9 for r in data["runs"] if r["algorithm"] == "subc")
+    # a consolidation sampler counts its workers' new components and the merged ones; from one
+    # cluster, every cluster beyond the first was a new component that was not merged
+    for run in data["runs"]:
+        if run["algorithm"] == "cons-prog":
+            assert run["new_components"] >= run["merged"] >= 0
+            assert run["new_components"] - run["merged"] >= run["n_clusters"] - 1
+        else:
+            assert "new_components" not in run and "merged" not in run
 
 
 def test_quality_block_says_when_the_truth_was_reached_or_where_it_was_going(quality_record, tmp_path):
     [loaded] = scaling_doc.load_quality(quality_record.parent)
     text = scaling_doc.quality_block([loaded])
     assert "| `subc` | 1 |" in text and "| `slice-mr` | 2 |" in text and "Fewer clusters with more workers (more than 30% fewer" in text
+    cons = next(r for r in loaded["runs"] if r["algorithm"] == "cons-prog" and r["workers"] == 2)
+    assert f"| {cons['new_components']} / {cons['merged']} |" in text and "*new / merged*" in text
+    assert "| – |" in text  # the samplers without new components at the master
     # a made-up run that never gets there is described by its second half
     run = {"algorithm": "x", "workers": 1, "iterations": 3, "n_clusters": 3, "nmi": 0.5,
            "trajectory": [[0.0, 1, 0.0], [1.0, 2, 0.3], [2.0, 3, 0.5]]}
