@@ -113,3 +113,19 @@ def test_the_command_keeps_each_measurement_with_its_commit(tmp_path, monkeypatc
     with pytest.raises(ValueError, match="unknown paper"):
         paper_checks.run("nobody", [], tmp_path)
     assert paper_checks.main(["wang2017"]) == 2  # no measurements of its own
+
+
+def test_a_measurement_that_ends_keeps_what_another_run_kept_meanwhile(tmp_path, monkeypatch):
+    """Two runs of the command on one paper: the second to end keeps the first one's record."""
+    path = tmp_path / "checks.json"
+
+    def slow_measurement():
+        # while this one measures, another run of the command keeps its own measurement
+        monkeypatch.setitem(chang.MEASUREMENTS, "sharding", lambda: {"other": 1})
+        paper_checks.run("chang2013", ["sharding"], tmp_path)
+        return {"mine": 2}
+
+    monkeypatch.setitem(chang.MEASUREMENTS, "merge_acceptance", slow_measurement)
+    paper_checks.run("chang2013", ["merge_acceptance"], tmp_path)
+    record = json.loads(path.read_text())
+    assert record["sharding"]["result"] == {"other": 1} and record["merge_acceptance"]["result"] == {"mine": 2}

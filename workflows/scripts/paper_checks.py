@@ -8,11 +8,14 @@ Usage::
     python -m dpmmbench.workflows.scripts.paper_checks chang2013            # every measurement
     python -m dpmmbench.workflows.scripts.paper_checks chang2013 --only sharding
 
-A measurement rerun replaces its own record only; the others keep theirs (each names its commit).
+A measurement rerun replaces its own record only; the others keep theirs (each names its commit),
+also those that another run of the command on the same paper writes meanwhile: the file is read
+again, under a lock, when each measurement ends.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
@@ -59,22 +62,46 @@ def run(paper: str, only=(), out=None) -> Path:
     if unknown:
         raise ValueError(f"unknown measurement(s) {unknown}; {paper} has {sorted(found)}")
     path = Path(out or ROOT_DIR / paper) / "checks.json"
-    record = json.loads(path.read_text()) if path.is_file() else {}
     env = environment()  # the commit and machine of every measurement run now
     for name, measure in found.items():
         if only and name not in only:
             continue
         wall, cpu = time.perf_counter(), time.process_time()
         result = measure()
-        record[name] = {"result": result, "wall_s": round(time.perf_counter() - wall, 2),
-                        "cpu_s": round(time.process_time() - cpu, 2), "git_commit": env["git_commit"],
-                        "git_dirty": env["git_dirty"], "cpu_model": env["cpu_model"],
-                        "cores": env["cores_available"], "versions": env["versions"],
-                        "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        print(f"{paper} {name}: {record[name]['wall_s']} s", flush=True)
-        text = json.dumps(record, indent=1, sort_keys=True) + "\n"
-        atomic_write(path, lambda f, b=text.encode(): f.write(b))  # each measurement kept as it ends
+        kept = {"result": result, "wall_s": round(time.perf_counter() - wall, 2),
+                "cpu_s": round(time.process_time() - cpu, 2), "git_commit": env["git_commit"],
+                "git_dirty": env["git_dirty"], "cpu_model": env["cpu_model"], "cores": env["cores_available"],
+                "versions": env["versions"], "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        _keep(path, name, kept)
+        print(f"{paper} {name}: {kept['wall_s']} s", flush=True)
     return path
+
+
+def _keep(path: Path, name: str, kept: dict) -> None:
+    """Put ``kept`` under ``name`` in the record at ``path``, read as it is now (a measurement
+    takes minutes; another run may have kept one meanwhile) and replaced atomically."""
+    with _locked(path.with_name(path.name + ".lock")):
+        record = json.loads(path.read_text()) if path.is_file() else {}
+        record[name] = kept
+        text = json.dumps(record, indent=1, sort_keys=True) + "\n"
+        atomic_write(path, lambda f: f.write(text.encode()))
+
+
+@contextlib.contextmanager
+def _locked(lock: Path):
+    """An exclusive lock on ``lock`` (created) where the system has ``fcntl``; elsewhere none,
+    and the read-then-replace window is the only race left."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def main(argv=None) -> int:
