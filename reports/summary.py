@@ -101,7 +101,8 @@ def current_names(table: pd.DataFrame) -> pd.DataFrame:
     ``scaling.csv``), in today's names: ``name`` the run's name, ``algorithm`` its registry name.
 
     Older files named the run ``algorithm`` with the registry name in ``registry``, or named
-    the run ``variant`` (with the registry name, where they had it, in ``algorithm``).
+    the run ``variant`` (with the registry name in ``algorithm``); the oldest named the run
+    ``algorithm`` alone, and its name stands for its registry name too.
 
     Parameters
     ----------
@@ -122,9 +123,16 @@ def current_names(table: pd.DataFrame) -> pd.DataFrame:
     ['dataset', 'name', 'algorithm']
     >>> current_names(pd.DataFrame({"variant": ["subc"], "workers": [2]})).columns.tolist()
     ['name', 'workers']
+    >>> current_names(pd.DataFrame({"algorithm": ["gibbs-200it"], "workers": [1]})).columns.tolist()
+    ['name', 'algorithm', 'workers']
     """
     if "name" in table:
         return table
     if "registry" in table:
         return table.rename(columns={"algorithm": "name", "registry": "algorithm"})
-    return table.rename(columns={"variant": "name"})
+    if "variant" in table:
+        return table.rename(columns={"variant": "name"})
+    if "algorithm" in table:
+        table = table.rename(columns={"algorithm": "name"})
+        table.insert(table.columns.get_loc("name") + 1, "algorithm", table["name"])
+    return table

@@ -13,7 +13,8 @@ from dpmmbench.workflows import _config, service
 from dpmmbench.workflows.cluster import scheduler_file_address
 from dpmmbench.workflows.service_client import SERVICE_VARIABLE
 
-#: one trace per run; {algorithm} is a registry name or a variant name
+#: one trace per run; the {algorithm} wildcard holds the run's name (a registry name or a
+#: variants key, docs/design.md "Traces and runs"), as the trace folders always have
 TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
 
 #: every rule's software (relative to this folder); used with --software-deployment-method conda
@@ -53,7 +54,7 @@ def worker_counts(name):
 
 
 def run_names():
-    """Every algorithm column of the grid: the selected registry names, then the variants."""
+    """Every run name of the grid: the selected registry names, then the variants' keys."""
     return _config.run_names(config)
 
 

@@ -55,7 +55,7 @@ rule run_chain:
         "{params.python} {params.args} --out {output} > {log} 2>&1"
 
 
-# Statistics over the chains of each (dataset, algorithm, workers), and one row per run beside
+# Statistics over the chains of each (dataset, run name, workers), and one row per run beside
 # them (docs/design.md "Summary columns").
 rule summary:
     input:
