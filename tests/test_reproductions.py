@@ -71,7 +71,7 @@ def test_collect_load_render(results, tmp_path):
     assert "/" not in "".join(record["git_commit"])  # commits, not paths
 
     tables = reproductions.load(folder)
-    assert len(tables.runs) == 6 and set(tables.runs["algorithm"]) == set(RUNS)
+    assert len(tables.runs) == 6 and set(tables.runs["name"]) == set(RUNS)
     # each chain is thinned, but keeps its first and last state
     last = tables.curves.groupby(["name", "seed"])["iteration"].max()
     assert set(last.loc[["gibbs", "gibbs-splitmerge"]]) == {5}
