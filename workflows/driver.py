@@ -337,7 +337,7 @@ def _scored_chain(sampler, X, stop, rows, draws=None, *, truth=None,
     score = StateScorer(X, sampler.family, truth)
     if timing is not None:
         timing.setdefault("score_s", 0.0)
-    name = run_name(sampler.name, sampler.params, name)
+    name = run_name(sampler.name, getattr(sampler, "params", {}), name)  # a duck-typed sampler may have none
     fixed = {"algorithm": sampler.name, "name": name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
     from tqdm.auto import tqdm
 
