@@ -280,7 +280,7 @@ def _run_stats(trace: pd.DataFrame, meta: dict) -> dict:
 def job_file(trace_path) -> Path | None:
     """Where the workflow keeps the Snakemake job file of the run that wrote ``trace_path``.
 
-    Rule ``run_chain`` writes ``results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet``
+    Rule ``run_chain`` writes ``results/traces/{dataset}/{name}/w{workers}/seed{seed}.parquet``
     and its ``benchmark:`` file at the same place under ``results/jobs/`` with ``.tsv``. The
     ``traces`` folder is the one four levels up (the workflow's layout), else the nearest
     ancestor of that name.
