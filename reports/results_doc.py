@@ -103,9 +103,9 @@ def peers_section(result: dict) -> str:
             elif r["status"] == "not installed":
                 hints[r["method"]] = r["install"]
     lines = []
-    for name, variants in settings.items():
-        for shown, where in variants.items():
-            on = "" if len(variants) == 1 else " on " + ", ".join(f"`{d}`" for d in where)
+    for name, ran_with in settings.items():
+        for shown, where in ran_with.items():
+            on = "" if len(ran_with) == 1 else " on " + ", ".join(f"`{d}`" for d in where)
             lines.append(f"- {name}{on}: `{shown}`")
     lines += [f"- `{name}`: not installed; {hint}" for name, hint in hints.items()]
     parts.append("Settings each method ran with (a peer's own, as its adapter reports them):\n\n" + "\n".join(lines))
