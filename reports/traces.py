@@ -3,10 +3,11 @@
 A trace is one run's tidy table, one row per iteration (see :func:`trace_frame` for its
 columns): ``algorithm`` is the run's registry name and ``name`` the run's name
 (:func:`reports.runs.run_name`, e.g. ``gibbs-200it`` or ``search[beam=10]``). A trace written
-before the ``name`` column (:func:`trace_names` reads both) held the run's name in ``algorithm`` and
-its registry name only in the metadata. It is stored as ``.parquet`` (the run metadata as JSON in the schema metadata under
-:data:`META_KEY`) or ``.csv`` (the metadata in a JSON sidecar ``<path>.meta.json``). Every
-write is atomic (:func:`atomic_write`): a reader, or Snakemake, never sees a partial file.
+before the ``name`` column held the run's name in ``algorithm`` and its registry name only in
+the metadata (:func:`trace_names` reads both). It is stored as ``.parquet`` (the run metadata
+as JSON in the schema metadata under :data:`META_KEY`) or ``.csv`` (the metadata in a JSON
+sidecar ``<path>.meta.json``). Every write is atomic (:func:`atomic_write`): a reader, or
+Snakemake, never sees a partial file.
 A CSV and its sidecar are a pair: the sidecar records the SHA-256 of the CSV's bytes, and
 :func:`read_trace` refuses a CSV its sidecar does not describe (see :func:`write_trace`).
 
