@@ -682,15 +682,16 @@ def _provenance(spec, measured, status) -> dict:
     """The metadata of a run (see :func:`run`) from its spec and what it measured, finished
     or not (``status``)."""
     sampler, data, chain = measured.sampler, measured.data, measured.chain
+    options = dict(getattr(sampler, "params", spec.options))
     return {
         "algorithm": spec.algorithm,
-        "name": str(chain.trace["name"].iloc[0]),  # the run's name as its trace records it
+        "name": run_name(spec.algorithm, options, spec.name),  # as the trace's name column
         "exact": bool(sampler.exact),
         "kind": sampler.kind,  # what its chain is: R-hat and ESS describe samplers only
         # a peer's own prior, truncation, initialisation and tolerances (docs/design.md "Peers")
         "external": bool(sampler.external),
         "peer_settings": sampler.settings() if sampler.external else None,
-        "options": dict(getattr(sampler, "params", spec.options)),
+        "options": options,
         "options_given": dict(spec.options),
         "dataset": data.name,
         "dataset_meta": data.meta,
