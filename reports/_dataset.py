@@ -29,17 +29,17 @@ def speedup_table(frame: pd.DataFrame, runs: pd.DataFrame, reference: str = REFE
     frame, runs : pandas.DataFrame
         From :func:`reports.runs.read_runs`, restricted to one dataset.
     reference : str
-        Algorithm name of the reference.
+        Run name of the reference.
 
     Returns
     -------
     table : pandas.DataFrame or None
-        One row per label: ``label, variant, workers, seeds, reached, iterations_to_target,
+        One row per label: ``label, name, workers, seeds, reached, iterations_to_target,
         time_to_target, speedup`` (NaN when no seed reached it); None without reference runs.
     target : float
         The target log joint (NaN without reference runs).
     """
-    ref_runs = runs[(runs["variant"] == reference) & (runs["workers"] == 1)]
+    ref_runs = runs[(runs["name"] == reference) & (runs["workers"] == 1)]
     if ref_runs.empty:
         return None, math.nan
     target = float(ref_runs["best_log_joint"].min())
@@ -48,14 +48,14 @@ def speedup_table(frame: pd.DataFrame, runs: pd.DataFrame, reference: str = REFE
         above = chain[chain["log_joint"] >= target]
         hits.append({"run": run, "time": float(above["time_s"].iloc[0]) if len(above) else math.nan,
                      "iteration": float(above["iteration"].iloc[0]) if len(above) else math.nan})
-    hits = runs[["run", "label", "variant", "workers"]].merge(pd.DataFrame(hits), on="run")
+    hits = runs[["run", "label", "name", "workers"]].merge(pd.DataFrame(hits), on="run")
     ref_time = float(hits.loc[hits["run"].isin(ref_runs["run"]), "time"].median())
     rows = []
     for label, group in hits.groupby("label", sort=False):
         reached = group["time"].notna()
         seconds = float(group.loc[reached, "time"].median()) if reached.any() else math.nan
         iterations = float(group.loc[reached, "iteration"].median()) if reached.any() else math.nan
-        rows.append({"label": label, "variant": group["variant"].iloc[0], "workers": int(group["workers"].iloc[0]),
+        rows.append({"label": label, "name": group["name"].iloc[0], "workers": int(group["workers"].iloc[0]),
                      "seeds": len(group), "reached": int(reached.sum()), "iterations_to_target": iterations,
                      "time_to_target": seconds, "speedup": ref_time / seconds if seconds > 0 else math.nan})
     return pd.DataFrame(rows), target
@@ -301,7 +301,7 @@ def _speedup(frame, runs, labels, styles) -> dict | None:
            "table": table(["algorithm", "seeds reaching target", "iterations to target", "time to target",
                            f"speed-up w.r.t. {REFERENCE}"], rows), "figure": None}
     reached = found.dropna(subset=["speedup"])
-    scaled = reached.groupby("variant")["workers"].transform("nunique") > 1
+    scaled = reached.groupby("name")["workers"].transform("nunique") > 1
     if scaled.any():
         out["figure"] = figure(figures.speedup_workers_figure(reached[scaled], styles, REFERENCE),
                                "Speed-up against workers",
@@ -310,17 +310,17 @@ def _speedup(frame, runs, labels, styles) -> dict | None:
     return out
 
 
-def _scaling(name, frame, runs, order, styles, network) -> dict:
+def _scaling(dataset, frame, runs, order, styles, network) -> dict:
     """The cost model's predicted scaling of the sharded samplers (:mod:`reports.costmodel`):
     figure, fitted parameters, predictions at 1…64 workers; and the per-worker load figure
     of every sharded sampler that reports one (``auxvar``)."""
     scaling = costmodel.scaling(frame, runs, network=network, reference=REFERENCE)
-    loads = [v for v in dict.fromkeys(runs["variant"]) if _reports_load(frame, runs, v)]
+    loads = [n for n in dict.fromkeys(runs["name"]) if _reports_load(frame, runs, n)]
     out = {"empty": not scaling.models and not scaling.notes and not loads, "model": None,
            "notes": list(scaling.notes), "loads": []}
     if scaling.models:
-        variants = [v for v in _variant_order(order, runs) if v in scaling.models]
-        colours = {v: _variant_style(v, runs, styles)[0] for v in variants}
+        names = [n for n in _name_order(order, runs) if n in scaling.models]
+        colours = {n: _name_style(n, runs, styles)[0] for n in names}
         with_reference = bool(np.isfinite(scaling.reference_s))
         what = f"speed-up per iteration w.r.t. {REFERENCE}" if with_reference else "time per iteration"
         serial = [m.serial_s for m in scaling.models.values()]
@@ -332,20 +332,20 @@ def _scaling(name, frame, runs, order, styles, network) -> dict:
             "figure": figure(figures.scaling_figure(scaling.predictions, scaling.measured, colours,
                                                     f"model ({network.describe()})",
                                                     REFERENCE if with_reference else None),
-                             f"Modelled scaling on {name}",
+                             f"Modelled scaling on {dataset}",
                              f"MODEL, not measurement: lines are the cost model's {what} for 1 to "
                              f"{int(scaling.predictions['workers'].max())} workers on a network of "
                              f"{network.describe()} per message; points are the measured median iteration times on "
                              f"this machine, at the worker counts that ran."),
-            "parameters": _scaling_parameters(scaling, variants),
-            "predictions": _scaling_predictions(scaling, variants, with_reference)}
-    for variant in loads:
-        trace = frame[frame["run"].isin(runs.loc[runs["variant"] == variant, "run"])]
+            "parameters": _scaling_parameters(scaling, names),
+            "predictions": _scaling_predictions(scaling, names, with_reference)}
+    for name in loads:
+        trace = frame[frame["run"].isin(runs.loc[runs["name"] == name, "run"])]
         typical = trace[trace["iteration"] > 0].groupby("workers")["load_imbalance"].median()
         summary = "; ".join(f"{w} worker{'s' if w > 1 else ''}: {v:.3g}" for w, v in typical.items())
         out["loads"].append(figure(
-            figures.load_figure(trace), f"Per-worker load of {variant} on {name}",
-            f"Per-worker load of {variant}: points swept by each worker in every iteration (top, lowest seed) and "
+            figures.load_figure(trace), f"Per-worker load of {name} on {dataset}",
+            f"Per-worker load of {name}: points swept by each worker in every iteration (top, lowest seed) and "
             f"the imbalance, max / mean load (bottom; median over seeds with the range). Median imbalance over "
             f"iterations and seeds: {summary}. Whole clusters sit on random workers, so a few large clusters "
             f"unbalance the load (Gal & Ghahramani 2014); the slowest worker sets the pace of a synchronous "
@@ -353,38 +353,38 @@ def _scaling(name, frame, runs, order, styles, network) -> dict:
     return out
 
 
-def _reports_load(frame, runs, variant) -> bool:
-    """Whether ``variant`` is a sharded sampler whose traces report per-worker loads."""
-    group = runs[runs["variant"] == variant]
+def _reports_load(frame, runs, name) -> bool:
+    """Whether the runs named ``name`` are of a sharded sampler whose traces report per-worker loads."""
+    group = runs[runs["name"] == name]
     if "load_imbalance" not in frame or not costmodel.is_sharded(group["algorithm"].iloc[0]):
         return False
     return bool(frame.loc[frame["run"].isin(group["run"]), "load_imbalance"].notna().any())
 
 
-def _variant_order(order, runs) -> list:
-    """Variants in the order of their first label."""
-    variant_of = dict(zip(runs["label"], runs["variant"]))
-    return list(dict.fromkeys(variant_of[label] for label in order if label in variant_of))
+def _name_order(order, runs) -> list:
+    """Run names in the order of their first label."""
+    name_of = dict(zip(runs["label"], runs["name"]))
+    return list(dict.fromkeys(name_of[label] for label in order if label in name_of))
 
 
-def _variant_style(variant, runs, styles):
-    """The style of a variant: that of its single-worker label, else of its first label."""
-    if variant in styles:
-        return styles[variant]
-    labels = [label for label in runs.loc[runs["variant"] == variant, "label"] if label in styles]
+def _name_style(name, runs, styles):
+    """The style of a run name: that of its single-worker label, else of its first label."""
+    if name in styles:
+        return styles[name]
+    labels = [label for label in runs.loc[runs["name"] == name, "label"] if label in styles]
     return styles[labels[0]] if labels else ("0.3", "")
 
 
-def _scaling_parameters(scaling, variants) -> Table:
+def _scaling_parameters(scaling, names) -> Table:
     rows = []
-    for variant in variants:
-        model = scaling.models[variant]
+    for name in names:
+        model = scaling.models[name]
         check = costmodel.in_sample(model)
         measured = model.measured
         counts = ", ".join(f"{int(w)} ({int(n)} run{'s' if n > 1 else ''})"
                            for w, n in zip(measured["workers"], measured["runs"]))
         moved = f" + 2·{fmt.size(model.moved_bytes)}·(W−1)/W" if model.moved_bytes else ""
-        rows.append([variant, counts, fmt.ms(model.serial_s),
+        rows.append([name, counts, fmt.ms(model.serial_s),
                      "; ".join(f"{int(w)}: {fmt.ms(v)}" for w, v in zip(measured["workers"], measured["master_s"])),
                      fmt.ms(model.compute_s), fmt.ms(model.shard_s), f"{model.imbalance:.3g}",
                      _affine_text(model.bytes_fixed, model.bytes_per_worker, fmt.size) + moved,
@@ -399,7 +399,7 @@ def _scaling_parameters(scaling, variants) -> Table:
                          "reproduces what it was fitted on.")
 
 
-def _scaling_predictions(scaling, variants, with_reference) -> Table:
+def _scaling_predictions(scaling, names, with_reference) -> Table:
     predicted = scaling.predictions
     shown = [w for w in costmodel.TABLE_WORKERS if w in set(predicted["workers"])]
     value = "speedup" if with_reference else "iteration_s"
@@ -408,11 +408,11 @@ def _scaling_predictions(scaling, variants, with_reference) -> Table:
         return f"{x:.3g}×" if with_reference else fmt.ms(x)
 
     rows = []
-    for variant in variants:
-        curve = predicted[predicted["variant"] == variant].set_index("workers")
-        measured = scaling.measured[scaling.measured["variant"] == variant]
+    for name in names:
+        curve = predicted[predicted["name"] == name].set_index("workers")
+        measured = scaling.measured[scaling.measured["name"] == name]
         best = curve[value].idxmax() if with_reference else curve[value].idxmin()
-        rows.append([variant, "; ".join(f"{int(w)}: {cell(v)}" for w, v in zip(measured["workers"], measured[value]))]
+        rows.append([name, "; ".join(f"{int(w)}: {cell(v)}" for w, v in zip(measured["workers"], measured[value]))]
                     + [cell(curve.loc[w, value]) for w in shown] + [f"{cell(curve.loc[best, value])} at W = {best}"])
     what = f"speed-up per iteration w.r.t. {REFERENCE}" if with_reference else "time per iteration"
     return table(["algorithm", "measured (W: value)"] + [f"W = {w}" for w in shown] + ["best (model)"], rows,

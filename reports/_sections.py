@@ -36,7 +36,7 @@ from .timing import timing_rows, workflow_timing
 def header(runs: pd.DataFrame, datasets: list, order: list) -> dict:
     """What the page's opening paragraph states: the grid and when it ran."""
     starts = sorted(m.get("started_utc") for m in runs["meta"] if m.get("started_utc"))
-    return {"runs": len(runs), "datasets": len(datasets), "variants": len(order),
+    return {"runs": len(runs), "datasets": len(datasets), "labels": len(order),
             "seeds": ", ".join(map(str, sorted(set(runs["seed"])))),
             "when": f", runs started {starts[0]} to {starts[-1]} (UTC)" if starts else "",
             "bands": figures.BAND_TEXT.capitalize()}
@@ -229,20 +229,20 @@ def per_step(frame: pd.DataFrame, runs: pd.DataFrame, order) -> dict:
         comma-separated.
     """
     algorithm_of = dict(zip(runs["label"], runs["algorithm"]))
-    names = list(dict.fromkeys(algorithm_of[label] for label in order if label in algorithm_of))
+    ran = list(dict.fromkeys(algorithm_of[label] for label in order if label in algorithm_of))
     position = {label: i for i, label in enumerate(order)}
     datasets = list(dict.fromkeys(runs["dataset"]))
     shown, silent = [], []
-    for name in names:
-        mine = runs[runs["algorithm"] == name]
+    for algorithm in ran:
+        mine = runs[runs["algorithm"] == algorithm]
         trace = frame[frame["run"].isin(mine["run"])]
         columns = []
-        for column, meaning in _declared(name).items():
+        for column, meaning in _declared(algorithm).items():
             members = _members(column, trace)
             if members:
                 columns.append((column, meaning, members))
         if not columns:
-            silent.append(name)
+            silent.append(algorithm)
             continue
         chains_of = {run: chain for run, chain in trace.groupby("run", sort=False)}
         groups = sorted(mine.groupby(["dataset", "label"], sort=False),
@@ -253,7 +253,7 @@ def per_step(frame: pd.DataFrame, runs: pd.DataFrame, order) -> dict:
             rows.append([dataset_name, label, str(len(runs_here))]
                         + [_step_cell(runs_here, members) for _, _, members in columns])
         head = ["dataset", "method", "runs"] + [Cell((column,), title=meaning, code=True) for column, meaning, _ in columns]
-        shown.append({"name": name, "legend": [(column, meaning) for column, meaning, _ in columns],
+        shown.append({"name": algorithm, "legend": [(column, meaning) for column, meaning, _ in columns],
                       "table": table(head, rows, cls="steps",
                                      caption="Each cell: the value at the run's last step, and Σ its sum over the "
                                              "run's steps; medians over seeds (an indexed family: the range over "
@@ -261,10 +261,10 @@ def per_step(frame: pd.DataFrame, runs: pd.DataFrame, order) -> dict:
     return {"algorithms": shown, "silent": ", ".join(silent)}
 
 
-def _declared(name: str) -> dict:
-    """The per-step columns ``name`` declares; none when it is not known here."""
+def _declared(algorithm: str) -> dict:
+    """The per-step columns the registry's ``algorithm`` declares; none when it is not known here."""
     try:
-        return dict(algorithms.get(name).info_columns)
+        return dict(algorithms.get(algorithm).info_columns)
     except (ValueError, ImportError, AttributeError):
         return {}
 

@@ -189,7 +189,8 @@ def first_screen(runs: pd.DataFrame, stats: pd.DataFrame, order=None) -> FirstSc
     """The first screen of a run: per data set its answer, and the paragraph.
 
     The data sets on the screen are those of the comparison: where at least one run is a
-    registered algorithm under its own name (no variant); data sets where only variants ran
+    registered algorithm under its own name (its ``name`` is its ``algorithm``: no variant of a
+    config, no changed option); data sets where only variants ran
     (a claim's further draws, decided in the claims' section) are named in ``elsewhere``. A
     run of variants only puts every data set on the screen.
 
@@ -215,14 +216,14 @@ def first_screen(runs: pd.DataFrame, stats: pd.DataFrame, order=None) -> FirstSc
     """
     at, budgets = equal_budget(runs)
     position = {label: i for i, label in enumerate(order if order is not None else dict.fromkeys(stats["label"]))}
-    plain = runs["variant"].eq(runs["algorithm"]) if {"variant", "algorithm"} <= set(runs) else None
-    names = list(dict.fromkeys(runs["dataset"]))
-    shown = [n for n in names if plain is None or plain[runs["dataset"] == n].any()] or names
+    plain = runs["name"].eq(runs["algorithm"]) if {"name", "algorithm"} <= set(runs) else None
+    datasets = list(dict.fromkeys(runs["dataset"]))
+    shown = [d for d in datasets if plain is None or plain[runs["dataset"] == d].any()] or datasets
     found = []
-    for name in shown:
-        mine = runs[runs["dataset"] == name]
+    for dataset in shown:
+        mine = runs[runs["dataset"] == dataset]
         labels = set(mine.loc[at[mine.index], "label"])
-        here = stats[(stats["dataset"] == name) & stats["label"].isin(labels)]
+        here = stats[(stats["dataset"] == dataset) & stats["label"].isin(labels)]
         here = here.iloc[np.argsort([position.get(label, len(position)) for label in here["label"]], kind="stable")]
         methods = {row["label"]: method(row) for _, row in here.iterrows()}
         bests = {column: best(here, column, methods) for column, _ in QUALITIES}
@@ -235,11 +236,11 @@ def first_screen(runs: pd.DataFrame, stats: pd.DataFrame, order=None) -> FirstSc
                 left.append((label, "; ".join(own)))
         counts = here["chains"].astype(int)
         found.append(DatasetAnswer(
-            dataset=str(name), points=_size(mine, "n"), dims=_size(mine, "dim"), budget=budgets.get(name),
+            dataset=str(dataset), points=_size(mine, "n"), dims=_size(mine, "dim"), budget=budgets.get(dataset),
             chains=(int(counts.min()), int(counts.max())) if len(counts) else (0, 0),
             best={column: found_best for column, found_best in bests.items() if found_best is not None},
             methods=tuple(methods.values()), left_out=tuple(left), stats=here.reset_index(drop=True)))
-    elsewhere = tuple(str(n) for n in names if n not in shown)
+    elsewhere = tuple(str(d) for d in datasets if d not in shown)
     return FirstScreen(tuple(found), limits(found, runs, elsewhere), elsewhere)
 
 

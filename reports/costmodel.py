@@ -3,7 +3,7 @@
 Only 1 and 2 workers can be measured here; the papers' scaling claims are about tens of
 workers on a real network. From what the traces measure per iteration (the seconds each
 shard computed, the bytes and messages that crossed the wire, the sampler time of the
-step), this module fits, per data set and algorithm variant, the model
+step), this module fits, per data set and run name (:func:`reports.runs.run_name`), the model
 
 .. math::
 
@@ -114,7 +114,7 @@ LOOPBACK = Network(bandwidth=2e9, latency=20e-6)
 
 @dataclass(frozen=True, eq=False)
 class CostModel:
-    """The fitted model of one algorithm variant on one data set (see the module docstring).
+    """The fitted model of the runs of one name on one data set (see the module docstring).
 
     Attributes
     ----------
@@ -177,7 +177,7 @@ def measure(trace: pd.DataFrame, loopback: Network = LOOPBACK) -> pd.DataFrame:
     Parameters
     ----------
     trace : pandas.DataFrame
-        Trace rows of one algorithm variant on one data set, any number of runs (told apart
+        Trace rows of the runs of one name on one data set, any number of runs (told apart
         by ``run`` if present, else ``seed`` and ``workers``), with the columns of
         :data:`MODEL_COLUMNS`, ``workers``, ``iteration``, ``time_s`` and optionally
         ``moved_bytes``, ``workers_lost`` and ``sequential`` (bool: the run's shards ran
@@ -245,7 +245,7 @@ def measure(trace: pd.DataFrame, loopback: Network = LOOPBACK) -> pd.DataFrame:
 
 
 def fit(trace: pd.DataFrame, loopback: Network = LOOPBACK) -> CostModel:
-    """Fit the cost model on the runs of one algorithm variant on one data set.
+    """Fit the cost model on the runs of one name on one data set.
 
     Parameters
     ----------
@@ -350,13 +350,13 @@ class Scaling:
     Attributes
     ----------
     models : dict
-        Variant -> :class:`CostModel`, for every sharded variant whose traces allow a fit.
+        Run name -> :class:`CostModel`, for every sharded run name whose traces allow a fit.
     reference_s : float
         Median seconds of one iteration of the reference (NaN without reference runs).
     predictions : pandas.DataFrame
-        :func:`predict` for every model, with a ``variant`` column.
+        :func:`predict` for every model, with a ``name`` column.
     measured : pandas.DataFrame
-        ``variant, workers, iteration_s, speedup, sequential``: the measured points (median
+        ``name, workers, iteration_s, speedup, sequential``: the measured points (median
         step time over iterations and seeds; ``sequential``: two or more shards ran one after
         another).
     notes : list of str
@@ -372,7 +372,7 @@ class Scaling:
 
 def scaling(frame: pd.DataFrame, runs: pd.DataFrame, network: Network = GIGABIT, loopback: Network = LOOPBACK,
             reference: str = "gibbs", workers=MODEL_WORKERS) -> Scaling:
-    """Fit and evaluate the cost model of every sharded variant of one data set.
+    """Fit and evaluate the cost model of the runs of every sharded name of one data set.
 
     Parameters
     ----------
@@ -383,7 +383,7 @@ def scaling(frame: pd.DataFrame, runs: pd.DataFrame, network: Network = GIGABIT,
     loopback : Network
         What the measured transport is assumed to have cost.
     reference : str
-        Variant whose single-worker runs give the reference iteration time (CGS).
+        Run name whose single-worker runs give the reference iteration time (CGS).
     workers : sequence of int
         Worker counts to predict.
 
@@ -391,9 +391,9 @@ def scaling(frame: pd.DataFrame, runs: pd.DataFrame, network: Network = GIGABIT,
     -------
     Scaling
         Empty ``models`` when the data set has no sharded runs; the notes say why a sharded
-        variant has no model.
+        run name has no model.
     """
-    ref_runs = runs.loc[(runs["variant"] == reference) & (runs["workers"] == 1), "run"]
+    ref_runs = runs.loc[(runs["name"] == reference) & (runs["workers"] == 1), "run"]
     ref_steps = _step_s(frame[frame["run"].isin(ref_runs)])
     reference_s = float(ref_steps.median()) if len(ref_steps) else math.nan
 
@@ -404,33 +404,33 @@ def scaling(frame: pd.DataFrame, runs: pd.DataFrame, network: Network = GIGABIT,
         has_compute = set(frame.loc[(frame["iteration"] > 0) & frame["compute_s"].notna(), "run"])
     models, notes, predicted, measured = {}, [], [], []
     stale, one_by_one = [], []
-    for variant, group in runs.groupby("variant", sort=False):
+    for name, group in runs.groupby("name", sort=False):
         usable = group[group["run"].isin(has_compute)]
         if usable.empty:
             if is_sharded(group["algorithm"].iloc[0]):
-                stale.append(variant)
+                stale.append(name)
             continue
         trace = frame[frame["run"].isin(usable["run"])]
         trace = trace.assign(sequential=trace["run"].map(sequential).eq(True))
         try:
             model = fit(trace, loopback)
         except ValueError:
-            stale.append(variant)
+            stale.append(name)
             continue
-        models[variant] = model
-        predicted.append(predict(model, reference_s, workers, network).assign(variant=variant))
+        models[name] = model
+        predicted.append(predict(model, reference_s, workers, network).assign(name=name))
         m = model.measured
-        measured.append(pd.DataFrame({"variant": variant, "workers": m["workers"].astype(int),
+        measured.append(pd.DataFrame({"name": name, "workers": m["workers"].astype(int),
                                       "iteration_s": m["step_s"].astype(float), "speedup": reference_s / m["step_s"],
                                       # one shard runs alone either way
                                       "sequential": m["sequential"].astype(bool) & (m["workers"] >= 2)}))
         counts = sorted(int(w) for w in m["workers"])
         if len(counts) == 1:
             imbalance = ", the imbalance as 1" if counts[0] == 1 else ""
-            notes.append(f"{variant}: measured at {counts[0]} worker(s) only, so the per-shard cost c is taken as "
+            notes.append(f"{name}: measured at {counts[0]} worker(s) only, so the per-shard cost c is taken as "
                          f"0{imbalance} and bytes and messages as proportional to the workers.")
         if (m["sequential"] & (m["workers"] >= 2)).any():  # one shard runs alone anyway
-            one_by_one.append(variant)
+            one_by_one.append(name)
     if stale:
         notes.insert(0, f"No model for {', '.join(stale)}: their traces do not report the per-shard compute time "
                         f"(compute_s; traces written before the backends reported it). Re-run them to model them.")
@@ -440,7 +440,7 @@ def scaling(frame: pd.DataFrame, runs: pd.DataFrame, network: Network = GIGABIT,
     if models and not np.isfinite(reference_s):
         notes.append(f"No single-worker {reference} runs on this data set: iteration times are shown instead of the "
                      f"speed-up w.r.t. {reference}.")
-    columns = ["variant", "workers", "iteration_s", "speedup", "sequential"]
+    columns = ["name", "workers", "iteration_s", "speedup", "sequential"]
     return Scaling(models=models, reference_s=reference_s,
                    predictions=pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame(),
                    measured=pd.concat(measured, ignore_index=True) if measured else pd.DataFrame(columns=columns),

@@ -31,6 +31,7 @@ from dpmmbench.algorithms.constraints import RUN_DEFAULTS
 from dpmmbench.datasets.split import heldout_count
 
 from .costmodel import GIGABIT
+from .summary import current_names
 from .traces import atomic_write
 
 #: the page, and the records it is generated from (relative to the repository root)
@@ -87,15 +88,15 @@ def speedup_rows(root=".") -> pd.DataFrame:
     rows = []
     for folder in sorted(p for p in (root / RECORDS).iterdir() if (p / "record.json").is_file()):
         try:
-            scaling = pd.read_csv(folder / "scaling.csv")
+            scaling = current_names(pd.read_csv(folder / "scaling.csv"))
         except (FileNotFoundError, pd.errors.EmptyDataError):  # a record without sharded runs
             continue
         record = json.loads((folder / "record.json").read_text())
         sizes = _sizes(yaml.safe_load((root / record["config"]).read_text()))
-        modelled = scaling[(scaling["source"] == "modelled") & scaling["variant"].isin(registry)]
+        modelled = scaling[(scaling["source"] == "modelled") & scaling["name"].isin(registry)]
         measured = scaling[scaling["source"] == "measured"]
-        for (dataset, variant), group in modelled.groupby(["dataset", "variant"], sort=True):
-            at = measured.loc[(measured["dataset"] == dataset) & (measured["variant"] == variant), "workers"]
+        for (dataset, name), group in modelled.groupby(["dataset", "name"], sort=True):
+            at = measured.loc[(measured["dataset"] == dataset) & (measured["name"] == name), "workers"]
             if at.nunique() < 2:
                 # fitted on one worker count, the model cannot tell the shards' share of the
                 # work from the master's: its extrapolation is no prediction
@@ -103,11 +104,11 @@ def speedup_rows(root=".") -> pd.DataFrame:
             time = group.set_index("workers")["iteration_s"]
             missing = [w for w in (1, *SHOWN) if w not in time.index]
             if missing:
-                raise ValueError(f"{folder.name}/scaling.csv: {variant} on {dataset} is not modelled at {missing} workers")
+                raise ValueError(f"{folder.name}/scaling.csv: {name} on {dataset} is not modelled at {missing} workers")
             if dataset not in sizes:
                 raise ValueError(f"{folder.name}: data set {dataset} is not in its config {record['config']}")
             points, dims = sizes[dataset]
-            rows.append([folder.name, dataset, points, dims, variant, ", ".join(str(w) for w in sorted(at)),
+            rows.append([folder.name, dataset, points, dims, name, ", ".join(str(w) for w in sorted(at)),
                          float(time[1]), *(float(time[1] / time[w]) for w in SHOWN)])
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .summary import current_names
+
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable here"
 #: the comparison rests on a chain that had not completed one sweep where it was read: its state
 #: is the starting one, so neither outcome says anything about the sampler
@@ -75,7 +77,12 @@ class Entry:
 
 @dataclass
 class Tables:
-    """A reproduction's small tables (see the module docstring), as DataFrames."""
+    """A reproduction's small tables (see the module docstring), as DataFrames.
+
+    ``summary``, ``runs``, ``curves`` and ``scaling`` are in today's names (``name`` the run's
+    name, ``algorithm`` its registry name): the tables of an older record are renamed when
+    they are given (:func:`reports.summary.current_names`).
+    """
 
     summary: pd.DataFrame
     runs: pd.DataFrame
@@ -91,6 +98,10 @@ class Tables:
     scaling_records: list = field(default_factory=list)
     #: the paper's own small measurements (``checks.json``: each with its commit and machine)
     checks: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for key in ("summary", "runs", "curves", "scaling"):
+            setattr(self, key, current_names(getattr(self, key)))
 
 
 def rerun_text(command: str, check: dict) -> str:

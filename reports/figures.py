@@ -624,21 +624,22 @@ def speedup_workers_figure(table: pd.DataFrame, styles, reference: str) -> bytes
     Parameters
     ----------
     table : pandas.DataFrame
-        Columns ``variant``, ``workers``, ``speedup`` (NaN where the target was not reached).
+        Columns ``name`` (the run's name), ``workers``, ``speedup`` (NaN where the target
+        was not reached).
     styles : dict
-        label -> (colour, dashes); a variant's single-worker label is the variant itself.
+        label -> (colour, dashes); the single-worker label of a name is the name itself.
     reference : str
-        Name of the reference algorithm (axis label).
+        Run name of the reference (axis label).
     """
     import seaborn as sns
     from matplotlib.figure import Figure
 
     data = table.dropna(subset=["speedup"])
-    order = list(dict.fromkeys(data["variant"]))
+    order = list(dict.fromkeys(data["name"]))
     with _style():
         fig = Figure(figsize=(7.5, 4.2), layout="constrained")
         ax = fig.subplots()
-        sns.lineplot(data=data, x="workers", y="speedup", hue="variant", hue_order=order,
+        sns.lineplot(data=data, x="workers", y="speedup", hue="name", hue_order=order,
                      palette={v: styles[v][0] if v in styles else "0.3" for v in order},
                      estimator=None, errorbar=None, marker="o", ax=ax)
         ax.axhline(1.0, color="0.4", linewidth=0.9, linestyle=":")
@@ -677,12 +678,12 @@ def scaling_figure(predicted: pd.DataFrame, measured: pd.DataFrame, colours: dic
     Parameters
     ----------
     predicted : pandas.DataFrame
-        Columns ``variant``, ``workers``, ``iteration_s``, ``speedup``: the cost model's
+        Columns ``name`` (the run's name), ``workers``, ``iteration_s``, ``speedup``: the cost model's
         curve (:func:`reports.costmodel.predict`).
     measured : pandas.DataFrame
         The same columns plus ``sequential`` (shards ran one after another: drawn hollow).
     colours : dict
-        variant -> colour.
+        run name -> colour.
     model_label : str
         Legend text of the curves, e.g. ``"model (1 Gbit/s, 0.2 ms)"``: they are a model,
         and the legend must say so.
@@ -693,15 +694,15 @@ def scaling_figure(predicted: pd.DataFrame, measured: pd.DataFrame, colours: dic
     from matplotlib.lines import Line2D
 
     y = "speedup" if reference else "iteration_s"
-    order = list(dict.fromkeys(predicted["variant"]))
+    order = list(dict.fromkeys(predicted["name"]))
     with _style():
         fig = Figure(figsize=(9.0, 4.6), layout="constrained")
         ax = fig.subplots()
-        for variant in order:
-            colour = colours.get(variant, "0.3")
-            curve = predicted[predicted["variant"] == variant]
+        for name in order:
+            colour = colours.get(name, "0.3")
+            curve = predicted[predicted["name"] == name]
             ax.plot(curve["workers"], curve[y], color=colour, linewidth=1.6, zorder=2)
-            points = measured[measured["variant"] == variant]
+            points = measured[measured["name"] == name]
             for sequential, group in points.groupby("sequential"):
                 ax.scatter(group["workers"], group[y], s=46, zorder=3, linewidths=1.4, edgecolors=colour,
                            facecolors="none" if sequential else colour)
@@ -738,7 +739,7 @@ def load_figure(trace: pd.DataFrame) -> bytes:
     Parameters
     ----------
     trace : pandas.DataFrame
-        Trace rows of one algorithm variant: ``workers``, ``seed``, ``iteration``,
+        Trace rows of the runs of one name: ``workers``, ``seed``, ``iteration``,
         ``load_imbalance`` and the ``load_j`` columns.
     """
     import seaborn as sns

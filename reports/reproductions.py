@@ -49,7 +49,7 @@ CURVE_POINTS = 40
 #: worker counts kept of the cost model's predictions (Wang & Lin went to 30, Chang & Fisher to 16 cores)
 MODELLED_WORKERS = (1, 2, 4, 8, 16, 30, 32, 64)
 #: the columns of ``curves.csv``
-CURVE_COLUMNS = ["dataset", "variant", "label", "algorithm", "workers", "seed", "iteration", "time_s",
+CURVE_COLUMNS = ["dataset", "name", "label", "algorithm", "workers", "seed", "iteration", "time_s",
                  "log_joint", "vi", "n_clusters"]
 #: where the record lives, relative to the repository root
 ROOT_DIR = Path("docs") / "reproductions"
@@ -88,7 +88,7 @@ def tables_from_runs(frame: pd.DataFrame, runs: pd.DataFrame, record: dict, extr
     tolerance : float
         Relative tolerance of the summary's time to target (default 0.1 %).
     """
-    meta = runs.set_index("run")[["dataset", "variant", "label", "algorithm", "workers", "seed"]]
+    meta = runs.set_index("run")[["dataset", "name", "label", "algorithm", "workers", "seed"]]
     curves = thin(frame[["run", "iteration", "time_s", "log_joint", "vi", "n_clusters"]].join(meta, on="run"))
     communication = [sub_table.assign(dataset=dataset).reset_index()
                      for dataset, ds_runs in runs.groupby("dataset", sort=False)
@@ -108,7 +108,7 @@ def _scaling(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         found = costmodel.scaling(frame[frame["run"].isin(ds_runs["run"])], ds_runs)
         if not found.models:
             continue
-        cols = ["variant", "workers", "iteration_s", "speedup"]
+        cols = ["name", "workers", "iteration_s", "speedup"]
         modelled = found.predictions[found.predictions["workers"].isin(MODELLED_WORKERS)]
         out.append(found.measured[cols].assign(dataset=dataset, source="measured"))
         out.append(modelled[cols].assign(dataset=dataset, source="modelled"))
@@ -182,7 +182,8 @@ def _jsonable(value):
 
 
 def load(folder, scaling=None) -> Tables:
-    """Read a paper's record folder (written by :func:`collect`).
+    """Read a paper's record folder (written by :func:`collect`; an older one's tables come in
+    today's names, see :class:`reports.entries.Tables`).
 
     Parameters
     ----------
@@ -197,8 +198,8 @@ def load(folder, scaling=None) -> Tables:
     checks = folder / "checks.json"
     known = {"summary", "runs", "curves", "communication", "scaling"}
 
-    def csv(name):
-        path = folder / f"{name}.csv"
+    def csv(stem):
+        path = folder / f"{stem}.csv"
         return pd.read_csv(path) if path.is_file() and path.stat().st_size > 1 else pd.DataFrame()
 
     return Tables(summary=csv("summary"), runs=csv("runs"), curves=csv("curves"),

@@ -12,13 +12,14 @@ this module replaces disagreed, the choice and its reason:
   initialisation excluded). A search does all its work in its first step and its later steps
   return at once, so only the step that searched counts for it: a median over every step
   would report the search as taking no time.
-- **Names**: ``algorithm`` is the registry name (from the run's metadata), ``variant`` the
-  name a user sees — the workflow's name for a variant where the trace carries one (e.g.
-  ``search-decreasing``), else the registry name with its options that differ from the
-  defaults (``search[beam=10]``) — and ``label`` the variant with its number of workers when
-  not 1. Two runs of one algorithm with different options are different methods: they are
-  never pooled under the registry name. The files name the variant ``algorithm`` and the
-  registry name ``registry`` beside it (:mod:`reports.summary`).
+- **Names**: a run has two, the same in its trace, in this table, in the files
+  (:mod:`reports.summary`), in the reports and in the configs. ``algorithm`` is its registry
+  name; ``name`` is the run's name (:func:`run_name`): the workflow's name for a variant
+  (a config's ``variants`` key, e.g. ``search-decreasing``), else the registry name with its
+  options that differ from the defaults (``search[beam=10]``). Two runs of one algorithm with
+  different options are different methods: they are never pooled under the registry name.
+  ``label`` is the legend label: name, plus the number of workers when not 1. An older trace
+  without a ``name`` column is read as it was written (:func:`reports.traces.trace_names`).
 - **alpha** is the final concentration of the trace; the metadata's where the trace has none.
 - **Refusals**: a trace without a required column or without rows, and two traces of the same
   run (same dataset, label and seed: counted twice, one chain would weigh double), are
@@ -49,7 +50,7 @@ import pandas as pd
 
 from dpmmbench import algorithms
 
-from .traces import COMM_COLUMNS, read_trace
+from .traces import COMM_COLUMNS, read_trace, trace_names
 
 #: columns every trace must have to be read
 REQUIRED = ("algorithm", "dataset", "seed", "workers", "iteration", "time_s", "log_joint", "n_clusters", "vi")
@@ -70,13 +71,13 @@ def read_runs(trace_paths):
     Returns
     -------
     frame : pandas.DataFrame
-        Every trace row in iteration order, plus ``run`` (the run's position in
-        ``trace_paths``), ``variant`` and ``label`` (see below): the name a line carries in
-        the figures.
+        Every trace row in iteration order (``algorithm`` and ``name`` as in ``runs``, also
+        for an older trace), plus ``run`` (the run's position in ``trace_paths``) and
+        ``label`` (see below): the name a line carries in the figures.
     runs : pandas.DataFrame
         One row per run, in input order: ``run, path, dataset``; ``algorithm`` (registry
-        name), ``variant`` (the name a user sees, see the module docstring), ``label``
-        (variant, plus the number of workers when not 1), ``kind`` (``sampler``,
+        name), ``name`` (the run's name, see the module docstring), ``label`` (the legend
+        label: name, plus the number of workers when not 1), ``kind`` (``sampler``,
         ``optimiser``, ``variational``; empty when the method is not known here), ``seed,
         workers, options`` (the run's resolved options), ``meta`` (its metadata);
         ``iterations`` (the last iteration), ``time_s`` (sampler seconds at the end),
@@ -119,23 +120,20 @@ def read_runs(trace_paths):
             raise ValueError(f"trace {path} has no rows")
         trace = trace.sort_values("iteration", kind="stable").reset_index(drop=True)
         first = trace.iloc[0]
-        # The trace's algorithm column may hold a workflow's name for a variant (e.g.
-        # "search-decreasing"); the registry name is then in the metadata.
-        name, dataset = str(first["algorithm"]), str(first["dataset"])
-        algorithm = str(meta.get("algorithm") or name)
-        seed, workers = int(first["seed"]), int(first["workers"])
+        dataset, seed, workers = str(first["dataset"]), int(first["seed"]), int(first["workers"])
+        algorithm, name = trace_names(trace, meta)
         options = dict(meta.get("options") or {})
-        variant = name if name != algorithm else variant_name(algorithm, options)
-        label = variant if workers == 1 else f"{variant} ({workers} workers)"
+        name = run_name(algorithm, options, name)
+        label = name if workers == 1 else f"{name} ({workers} workers)"
         key = (dataset, label, seed)
         if key in seen:
             raise ValueError(f"traces {seen[key]} and {path} are the same run (dataset {dataset!r}, "
                              f"{label}, seed {seed}); pass only one of them")
         seen[key] = path
-        trace = trace.assign(run=i, variant=variant, label=label)
+        trace = trace.assign(algorithm=algorithm, name=name, run=i, label=label)
         frames.append(trace)
         rows.append({"run": i, "path": str(path), "dataset": dataset, "algorithm": algorithm,
-                     "variant": variant, "label": label, "kind": meta.get("kind") or method_kind(algorithm),
+                     "name": name, "label": label, "kind": meta.get("kind") or method_kind(algorithm),
                      "seed": seed, "workers": workers, "options": options, "meta": meta,
                      **_run_stats(trace, meta),
                      "learned_alpha": meta.get("alpha_prior") is not None,
@@ -148,8 +146,9 @@ def read_runs(trace_paths):
     return frame, pd.DataFrame(rows)
 
 
-def variant_name(algorithm: str, options: dict) -> str:
-    """The algorithm's registry name plus its options that differ from the registry defaults.
+def run_name(algorithm: str, options: dict, name: str | None = None) -> str:
+    """A run's name: ``name`` where it is another than the registry name (a workflow's name
+    for a variant), else the registry name plus the options that differ from its defaults.
 
     Parameters
     ----------
@@ -157,21 +156,26 @@ def variant_name(algorithm: str, options: dict) -> str:
         Registry name.
     options : dict
         The run's options (all of them, or only those given).
+    name : str, optional
+        The name the run was given (e.g. a config's ``variants`` key).
 
     Returns
     -------
     str
-        ``algorithm`` alone when every option is at its default or the algorithm is not known
-        here (its defaults cannot be told apart then), else ``algorithm[key=value, ...]``.
+        ``name`` when given and not ``algorithm``; else ``algorithm`` alone when every
+        option is at its default or the algorithm is not known here (its defaults cannot be
+        told apart then), else ``algorithm[key=value, ...]``.
 
     Examples
     --------
-    >>> from dpmmbench.reports.runs import variant_name
-    >>> variant_name("search", {"beam": 10, "heuristic": "inadmissible"})
+    >>> from dpmmbench.reports.runs import run_name
+    >>> run_name("search", {"beam": 10, "heuristic": "inadmissible"})
     'search[beam=10]'
-    >>> variant_name("gibbs", {})
-    'gibbs'
+    >>> run_name("gibbs", {}), run_name("search", {"order": "decreasing"}, "search-decreasing")
+    ('gibbs', 'search-decreasing')
     """
+    if name and name != algorithm:
+        return name
     try:
         defaults = {k: opt.default for k, opt in algorithms.get(algorithm).options.items()}
     except (ValueError, ImportError, AttributeError):
@@ -231,12 +235,12 @@ def step_times(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def label_order(runs: pd.DataFrame) -> list:
-    """Labels in registry order of their algorithm, then by variant and workers.
+    """Labels in registry order of their algorithm, then by name and workers.
 
     Parameters
     ----------
     runs : pandas.DataFrame
-        From :func:`read_runs` (``algorithm``, ``variant``, ``workers``, ``label``).
+        From :func:`read_runs` (``algorithm``, ``name``, ``workers``, ``label``).
 
     Returns
     -------
@@ -245,7 +249,7 @@ def label_order(runs: pd.DataFrame) -> list:
     """
     rank = {name: i for i, name in enumerate(algorithms.available())}
     keys = runs.drop_duplicates("label")
-    keys = sorted(zip(keys["algorithm"], keys["variant"], keys["workers"], keys["label"]),
+    keys = sorted(zip(keys["algorithm"], keys["name"], keys["workers"], keys["label"]),
                   key=lambda k: (rank.get(k[0], len(rank)), k[0], k[1] != k[0], k[1], k[2]))
     return [k[3] for k in keys]
 
@@ -276,7 +280,7 @@ def _run_stats(trace: pd.DataFrame, meta: dict) -> dict:
 def job_file(trace_path) -> Path | None:
     """Where the workflow keeps the Snakemake job file of the run that wrote ``trace_path``.
 
-    Rule ``run_chain`` writes ``results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet``
+    Rule ``run_chain`` writes ``results/traces/{dataset}/{name}/w{workers}/seed{seed}.parquet``
     and its ``benchmark:`` file at the same place under ``results/jobs/`` with ``.tsv``. The
     ``traces`` folder is the one four levels up (the workflow's layout), else the nearest
     ancestor of that name.

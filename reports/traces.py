@@ -1,9 +1,13 @@
 """Trace files: the one place they are written and read.
 
 A trace is one run's tidy table, one row per iteration (see :func:`trace_frame` for its
-columns). It is stored as ``.parquet`` (the run metadata as JSON in the schema metadata under
-:data:`META_KEY`) or ``.csv`` (the metadata in a JSON sidecar ``<path>.meta.json``). Every
-write is atomic (:func:`atomic_write`): a reader, or Snakemake, never sees a partial file.
+columns): ``algorithm`` is the run's registry name and ``name`` the run's name
+(:func:`reports.runs.run_name`, e.g. ``gibbs-200it`` or ``search[beam=10]``). A trace written
+before the ``name`` column held the run's name in ``algorithm`` and its registry name only in
+the metadata (:func:`trace_names` reads both). It is stored as ``.parquet`` (the run metadata
+as JSON in the schema metadata under :data:`META_KEY`) or ``.csv`` (the metadata in a JSON
+sidecar ``<path>.meta.json``). Every write is atomic (:func:`atomic_write`): a reader, or
+Snakemake, never sees a partial file.
 A CSV and its sidecar are a pair: the sidecar records the SHA-256 of the CSV's bytes, and
 :func:`read_trace` refuses a CSV its sidecar does not describe (see :func:`write_trace`).
 
@@ -14,7 +18,8 @@ Example
 -------
 >>> import os, tempfile
 >>> from dpmmbench.reports.traces import TRACE_COLUMNS, read_trace, trace_frame, write_trace
->>> row = dict.fromkeys(TRACE_COLUMNS, 0) | {"algorithm": "gibbs", "dataset": "digits", "log_joint": -512.3}
+>>> row = dict.fromkeys(TRACE_COLUMNS, 0) | {"algorithm": "gibbs", "name": "gibbs", "dataset": "digits",
+...                                          "log_joint": -512.3}
 >>> trace = trace_frame([row])
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     path = write_trace(trace, os.path.join(tmp, "gibbs.parquet"), {"algorithm": "gibbs"})
@@ -41,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 #: the fixed leading columns of every trace, in order (docs/design.md "Traces and runs")
-TRACE_COLUMNS = ("algorithm", "dataset", "seed", "workers", "iteration", "time_s", "log_joint",
+TRACE_COLUMNS = ("algorithm", "name", "dataset", "seed", "workers", "iteration", "time_s", "log_joint",
                  "n_clusters", "vi", "bytes_sent", "bytes_received", "messages", "alpha", "nmi")
 #: communication columns: a distributed sampler reports them per step in ``state.info``
 COMM_COLUMNS = ("bytes_sent", "bytes_received", "messages")
@@ -60,6 +65,7 @@ STALE_AFTER = 600.0
 
 _INT_COLUMNS = ("seed", "workers", "iteration", "n_clusters") + COMM_COLUMNS
 _FLOAT_COLUMNS = ("time_s", "log_joint", "vi", "alpha", "nmi")
+_TEXT_COLUMNS = ("algorithm", "name", "dataset")
 
 
 def trace_frame(rows) -> pd.DataFrame:
@@ -81,6 +87,42 @@ def trace_frame(rows) -> pd.DataFrame:
     extra = list(dict.fromkeys(key for row in rows for key in row if key not in TRACE_COLUMNS))
     df = pd.DataFrame.from_records(rows, columns=list(TRACE_COLUMNS) + extra)
     return df.astype({col: "int64" for col in _INT_COLUMNS} | {col: "float64" for col in _FLOAT_COLUMNS})
+
+
+def trace_names(trace: pd.DataFrame, meta: dict) -> tuple[str, str]:
+    """The registry name and the run's name of a trace, in today's vocabulary.
+
+    A trace with a ``name`` holds the registry name in ``algorithm``. An older trace has no
+    ``name`` column (or an empty one, as rows built without it give): its ``algorithm``
+    column held the run's name, and its registry name is the metadata's ``algorithm``, or the
+    column's where the metadata has none.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A trace with at least one row.
+    meta : dict
+        Its metadata.
+
+    Returns
+    -------
+    (str, str)
+        ``(algorithm, name)`` as the trace's first row records them.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from dpmmbench.reports.traces import trace_names
+    >>> trace_names(pd.DataFrame({"algorithm": ["search"], "name": ["search-decreasing"]}), {})
+    ('search', 'search-decreasing')
+    >>> trace_names(pd.DataFrame({"algorithm": ["search-decreasing"]}), {"algorithm": "search"})
+    ('search', 'search-decreasing')
+    """
+    first = trace.iloc[0]
+    name, column = first.get("name"), str(first["algorithm"])
+    if isinstance(name, str) and name:
+        return column, name
+    return str(meta.get("algorithm") or column), column
 
 
 #: how :func:`encode_partition` stores a partition in a run's metadata (``final_partition``)
@@ -322,8 +364,8 @@ def read_trace(path):
                              f"the sidecar expects {str(expected)[:12]}...): the pair was not written completely "
                              "or was edited; write the trace again")
     # Name columns stay strings: an empty dataset name must not come back as NaN.
-    df = pd.read_csv(io.BytesIO(data), dtype={"algorithm": str, "dataset": str})
-    for col in ("algorithm", "dataset"):
+    df = pd.read_csv(io.BytesIO(data), dtype=dict.fromkeys(_TEXT_COLUMNS, str))
+    for col in _TEXT_COLUMNS:
         if col in df:
             df[col] = df[col].fillna("")
     return df, meta

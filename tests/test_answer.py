@@ -76,7 +76,7 @@ def _chain_states(screen_traces, dataset, name):
     found = []
     for path in screen_traces:
         trace, meta = read_trace(path)
-        if (trace["dataset"].iloc[0], trace["algorithm"].iloc[0]) == (dataset, name):
+        if (trace["dataset"].iloc[0], trace["name"].iloc[0]) == (dataset, name):
             steps = trace[trace["iteration"] > 0]
             found.append(chain_state(steps["log_joint"].to_numpy(), steps["time_s"].to_numpy()))
     return found
@@ -93,7 +93,7 @@ def test_first_screen_best_is_the_best_settled_method_at_the_equal_budget(screen
     finals = {}
     for path in screen_traces:
         trace, meta = read_trace(path)
-        key = (trace["dataset"].iloc[0], trace["algorithm"].iloc[0])
+        key = (trace["dataset"].iloc[0], trace["name"].iloc[0])
         finals.setdefault(key, []).append(trace.sort_values("iteration")["log_joint"].iloc[-1])
     here = {name: np.median(v) for (dataset, name), v in finals.items() if dataset == DATA}
     a = found.datasets[0]

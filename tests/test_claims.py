@@ -27,7 +27,7 @@ class Grid:
         ``bytes_`` per step, half sent and half received; a search searches in its one step."""
         rows = [(0, 0.0, final - 1e5), *steps, (iterations, time_s if search_s is None else search_s, final)]
         trace = pd.DataFrame([dict.fromkeys(TRACE_COLUMNS, 0) | {
-            "algorithm": name or algorithm, "dataset": dataset, "seed": seed, "workers": workers, "iteration": it,
+            "algorithm": algorithm, "name": name or algorithm, "dataset": dataset, "seed": seed, "workers": workers, "iteration": it,
             "time_s": t, "log_joint": lj, "n_clusters": 1 if it == 0 else 10, "vi": vi if it else 2.0,
             "bytes_sent": bytes_ // 2 if it else 0, "bytes_received": bytes_ - bytes_ // 2 if it else 0,
             "messages": 2 * workers if it else 0, "alpha": 1.0, "nmi": 0.9} for it, t, lj in rows])

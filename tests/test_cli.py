@@ -67,7 +67,8 @@ def test_trace_columns_rows_and_clock(name):
     df = chain(name, iterations=6)
     assert list(df.columns[:len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
     assert df["iteration"].tolist() == list(range(7))
-    assert (df["algorithm"] == name).all() and (df["seed"] == 0).all() and (df["workers"] == 1).all()
+    assert (df["algorithm"] == name).all() and (df["name"] == name).all()
+    assert (df["seed"] == 0).all() and (df["workers"] == 1).all()
     assert (np.diff(df["time_s"]) >= 0).all() and df["time_s"].iloc[0] >= 0
     assert df["log_joint"].notna().all() and df["vi"].between(0, np.log(60)).all()
     assert (df[["bytes_sent", "bytes_received", "messages"]] == 0).all().all()
@@ -389,7 +390,8 @@ def test_cli_end_to_end_subprocess(tmp_path):
     assert res.spawned > 0  # the cluster a real run starts
     df, meta = read_trace(out)
     assert list(df.columns[:len(TRACE_COLUMNS)]) == list(TRACE_COLUMNS)
-    assert df["iteration"].tolist() == [0, 1, 2, 3] and (df["algorithm"] == "gibbs-two-threads").all()
+    assert df["iteration"].tolist() == [0, 1, 2, 3] and (df["name"] == "gibbs-two-threads").all()
+    assert (df["algorithm"] == "gibbs").all()
     assert meta["options"] == {"scan": "fixed"} and meta["dataset"] == "synth-chang2013?n=500"
     assert meta["command"][:2] == ["dpmmbench", "run"]
     assert meta["algorithm"] == "gibbs" and meta["name"] == "gibbs-two-threads" and meta["threads"] == 2

@@ -198,7 +198,7 @@ def test_model_reproduces_the_real_runs_it_was_fitted_on(traces):
     # auxvar moves rows: their bytes saturate instead of growing with W
     aux = scaling.models["auxvar"]
     assert aux.moved_bytes > 0 and aux.bytes(64) < aux.bytes(2) * 40
-    assert scaling.measured.groupby("variant")["workers"].apply(list).to_dict() == {
+    assert scaling.measured.groupby("name")["workers"].apply(list).to_dict() == {
         "slice-mr": [1, 2], "cons-prog": [1, 2], "auxvar": [1, 2]}
     assert any("one after another" in note for note in scaling.notes)
 
@@ -242,6 +242,6 @@ def test_figures_render(traces):
         width, height = png_size(figures.scaling_figure(scaling.predictions, scaling.measured, colours,
                                                         "model (1 Gbit/s, 0.2 ms)", reference))
         assert width > 500 and height > 300
-    aux = frame[frame["variant"] == "auxvar"]
+    aux = frame[frame["name"] == "auxvar"]
     width, height = png_size(figures.load_figure(aux))
     assert width > 500 and height > 300

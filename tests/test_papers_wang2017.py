@@ -70,7 +70,7 @@ def without(tables: Tables, run: str, workers: int) -> Tables:
     label = run if workers == 1 else f"{run} ({workers} workers)"
     keep = lambda f, col, value: f[f[col] != value]
     summary = tables.summary[~((tables.summary["algorithm"] == run) & (tables.summary["workers"] == workers))]
-    scaling = tables.scaling[tables.scaling["variant"] != run]
+    scaling = tables.scaling[tables.scaling["name"] != run]
     return dataclasses.replace(tables, summary=summary, curves=keep(tables.curves, "label", label),
                                communication=keep(tables.communication, "label", label), scaling=scaling)
 

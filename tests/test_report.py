@@ -149,7 +149,7 @@ def test_numbers_come_from_the_traces(report, traces):
     text = report[0].read_text(encoding="utf-8")
     chains = {str(p): read_trace(p)[0] for p in traces}
     gibbs = [t for t in chains.values()
-             if t["algorithm"].iloc[0] == "gibbs" and t["dataset"].iloc[0] == DATA and t["workers"].iloc[0] == 1]
+             if t["name"].iloc[0] == "gibbs" and t["dataset"].iloc[0] == DATA and t["workers"].iloc[0] == 1]
     assert len(gibbs) == len(SEEDS)
     target = min(t["log_joint"].max() for t in gibbs)  # the level every gibbs chain reached
     assert f"log joint &ge; {target:,.1f} nats" in text
@@ -165,7 +165,7 @@ def test_numbers_come_from_the_traces(report, traces):
 
     # each algorithm's own per-step columns: the search's pushed states, summed over its steps
     pushed = [t.loc[t["iteration"] > 0, "states_pushed"].sum() for t in chains.values()
-              if t["algorithm"].iloc[0] == "search"]
+              if t["name"].iloc[0] == "search"]
     assert f"Σ {np.median(pushed):,.0f}" in Page(text).sections["steps"]
 
     talking = [t for t in chains.values() if t["bytes_sent"].iloc[1:].sum() > 0]
@@ -188,7 +188,7 @@ def test_leaderboard_is_computed_from_the_chains(report, traces):
     for section in ("dataset-0", "dataset-1"):
         assert "Which method?" in page.sections[section] and "Leaderboard: medians over chains" in page.sections[section]
     chains = {str(p): read_trace(p) for p in traces}
-    gibbs = [t for t, meta in chains.values() if t["dataset"].iloc[0] == DATA and t["algorithm"].iloc[0] == "gibbs"
+    gibbs = [t for t, meta in chains.values() if t["dataset"].iloc[0] == DATA and t["name"].iloc[0] == "gibbs"
              and t["workers"].iloc[0] == 1]
     # ITERATIONS steps: the draws are the last max(ITERATIONS / 2, 4) of them
     draws = np.array([t.sort_values("iteration")["log_joint"].to_numpy()[-max(ITERATIONS // 2, 4):] for t in gibbs])

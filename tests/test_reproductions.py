@@ -71,9 +71,9 @@ def test_collect_load_render(results, tmp_path):
     assert "/" not in "".join(record["git_commit"])  # commits, not paths
 
     tables = reproductions.load(folder)
-    assert len(tables.runs) == 6 and set(tables.runs["algorithm"]) == set(RUNS)
+    assert len(tables.runs) == 6 and set(tables.runs["name"]) == set(RUNS)
     # each chain is thinned, but keeps its first and last state
-    last = tables.curves.groupby(["variant", "seed"])["iteration"].max()
+    last = tables.curves.groupby(["name", "seed"])["iteration"].max()
     assert set(last.loc[["gibbs", "gibbs-splitmerge"]]) == {5}
     assert {c["paper"].split(" ")[0] for c in tables.claims} >= {"Chang", "Wang"}
 

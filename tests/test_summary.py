@@ -169,7 +169,7 @@ def test_summary_and_runs_tables_from_trace_files(tmp_path):
                                      {"status": "completed", "heldout_lpd": -2.0 - seed, "git_commit": "abc"}))
     frame, runs = read_runs(paths)
     summary = summary_table(frame, runs)
-    assert list(summary["algorithm"]) == ["a", "b"] and (summary["chains"] == 3).all()
+    assert list(summary["name"]) == list(summary["algorithm"]) == ["a", "b"] and (summary["chains"] == 3).all()
     for column in ("rhat_log_joint", "rhat_n_clusters", "ess_bulk_log_joint", "ess_tail_log_joint", "ess_per_s",
                    "time_to_target_s", "time_to_target_s_lo", "time_to_target_s_hi", "heldout_lpd",
                    "heldout_lpd_lo", "heldout_lpd_hi", "final_nmi", "final_nmi_lo", "final_nmi_hi"):

@@ -24,7 +24,7 @@ from snakemake.utils import validate
 from conftest import needs_config
 from dpmmbench import algorithms
 from dpmmbench.algorithms.constraints import RUN_PARAMETERS, Pair, check_parameter
-from dpmmbench.reports.runs import variant_name
+from dpmmbench.reports.runs import run_name
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows._config import algorithm_names, check_algorithms, check_config, run_names
 
@@ -147,9 +147,9 @@ def test_smoke_config_end_to_end(smoke_run):
     summary = pd.read_csv(workdir / "results/summary.csv")
     runs = pd.read_csv(workdir / "results/runs.csv")
     # a run's name: its variant's, else the registry name with the config's non-default options
-    named = {variant_name(name, config["options"].get(name, {})) for name in ours()}
-    assert set(summary["algorithm"]) == set(runs["algorithm"]) == named | set(config["variants"])
-    assert "fsd[truncation=20]" in named and set(summary["registry"]) == set(ours()) | {
+    named = {run_name(name, config["options"].get(name, {})) for name in ours()}
+    assert set(summary["name"]) == set(runs["name"]) == named | set(config["variants"])
+    assert "fsd[truncation=20]" in named and set(summary["algorithm"]) == set(ours()) | {
         v["algorithm"] for v in config["variants"].values()}
     assert len(runs) == expected_runs(config)
     # one row per (dataset, algorithm, workers), over its chains, with the statistics' columns
@@ -160,11 +160,11 @@ def test_smoke_config_end_to_end(smoke_run):
         assert {stem, f"{stem}_lo", f"{stem}_hi"} <= set(summary.columns), stem
     for column in ("rhat_log_joint", "rhat_n_clusters", "ess_bulk_log_joint", "ess_tail_log_joint", "ess_per_s"):
         assert column in summary, column
-    gibbs = summary[(summary["algorithm"] == "gibbs") & summary["dataset"].str.startswith("synth-chang2013")].iloc[0]
+    gibbs = summary[(summary["name"] == "gibbs") & summary["dataset"].str.startswith("synth-chang2013")].iloc[0]
     assert not math.isnan(gibbs["rhat_log_joint"]) and gibbs["ess_bulk_log_joint"] > 0 and gibbs["ess_per_s"] > 0
     assert (summary.groupby("dataset")["reached"].max() >= 1).all()  # the best chain reaches its own level
     assert summary["final_log_joint"].notna().all()
-    assert (summary.loc[summary["algorithm"] != "search-decreasing", "iterations"] == 5).all()
+    assert (summary.loc[summary["name"] != "search-decreasing", "iterations"] == 5).all()
     schedulers = set()
     for path in (workdir / "results/traces").rglob("*.parquet"):
         trace, meta = read_trace(path)
@@ -175,7 +175,10 @@ def test_smoke_config_end_to_end(smoke_run):
         assert meta["dask"]["n_workers"] == 2 and len(meta["dask"]["reserved"]) == 1 and meta["threads"] == 1
         assert meta["command"][:2] == ["dpmmbench", "run"]  # the job's command, not the service's
         schedulers.add(meta["dask"]["scheduler"])
-        assert (trace["algorithm"] == path.parent.parent.name).all()  # the variant names its trace
+        # the run's name is its trace folder's (a variant's), or the registry name there with its options
+        given = path.parent.parent.name
+        assert (trace["name"] == run_name(meta["algorithm"], meta["options"], given)).all()
+        assert (trace["algorithm"] == meta["algorithm"]).all() and meta["name"] == trace["name"].iloc[0]
     assert len(schedulers) == 1
     # Snakemake's own measure of every run job's wall time
     assert len(list((workdir / "results/jobs").rglob("*.tsv"))) == len(runs)
@@ -183,7 +186,7 @@ def test_smoke_config_end_to_end(smoke_run):
     assert variant["algorithm"] == "search" and variant["options"]["order"] == "decreasing"
     # every run scored its dataset's held-out points; the learned-alpha variant moved alpha
     assert runs["heldout_lpd"].map(math.isfinite).all() and summary["heldout_lpd"].map(math.isfinite).all()
-    learned = runs["algorithm"] == "gibbs-learned-alpha"
+    learned = runs["name"] == "gibbs-learned-alpha"
     assert learned.sum() == len(config["seeds"]) and (runs.loc[learned, "alpha"] != config["alpha"]).all()
     assert (runs.loc[~learned, "alpha"] == config["alpha"]).all()
     trace, meta = read_trace(next((workdir / "results/traces").glob("*/gibbs-learned-alpha/w1/seed0.parquet")))

@@ -222,19 +222,21 @@ def selected_algorithms(config: dict) -> list[str]:
 
 
 def variants(config: dict) -> dict:
-    """The config's ``variants``: run name -> ``{algorithm, options, ...}`` (empty if none)."""
+    """The config's ``variants``: run name -> ``{algorithm, options, ...}`` (empty if none);
+    ``algorithm`` is the registry name."""
     return config.get("variants") or {}
 
 
 def run_column(config: dict, name: str, dataset: str | None = None) -> dict:
-    """What the grid's column ``name`` (a registry name or a variant) is: its runs' settings.
+    """What the grid's column ``name`` (a run name: a registry name or a variants key) is:
+    its runs' settings.
 
     Parameters
     ----------
     config : dict
         The workflow config.
     name : str
-        A registry name or a variant name of the config.
+        A run name of the config: a registry name, or a key of its ``variants``.
     dataset : str, optional
         A dataset key: the time budget is then that of its runs (the variant's own, else the
         dataset's entry of ``budgets``, else ``time_budget``).
@@ -283,8 +285,8 @@ def run_spec(config: dict, name: str, dataset: str, *, seed: int, workers: int, 
     config : dict
         The workflow config.
     name : str
-        A registry name or a variant name of the config (the trace's ``algorithm`` column:
-        the spec's ``name`` when it is a variant's).
+        A run name of the config: a registry name, or a key of its ``variants`` (then the
+        spec's ``name``, its traces' ``name`` column).
     dataset : str
         A dataset key of the config.
     seed, workers : int
@@ -330,7 +332,7 @@ def run_spec(config: dict, name: str, dataset: str, *, seed: int, workers: int, 
 
 
 def run_names(config: dict) -> list[str]:
-    """Every algorithm column of the grid: the selected registry names, then the variants."""
+    """Every run name of the grid (a column of it): the selected registry names, then the variants' keys."""
     return selected_algorithms(config) + list(variants(config))
 
 

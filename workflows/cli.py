@@ -152,8 +152,9 @@ def build_parser(defaults=None) -> argparse.ArgumentParser:
                      help="threads per worker of the embedded Dask cluster, for Dask and numba/BLAS "
                           "(default %(default)s)")
     run.add_argument("--name", metavar="NAME",
-                     help="name of the run in the trace's algorithm column, e.g. a workflow variant "
-                          "(default: --algorithm)")
+                     help="the run's name (its trace's name column), e.g. a workflow variant "
+                          "(default: --algorithm with its options that differ from the defaults, "
+                          "e.g. search[beam=10])")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="existing Dask scheduler, e.g. tcp://host:8786 (default: $DASK_SCHEDULER_ADDRESS)")
     run.add_argument("--time-budget", type=float, default=default["time_budget"], metavar="SECONDS",
@@ -380,7 +381,7 @@ def _cmd_summarize(args) -> int:
             atomic_write(out, lambda f: f.write(table.to_csv(index=False).encode()))
 
         write_to(out, write)
-    shown = ["dataset", "algorithm", "workers", "chains", "final_log_joint", "rhat_log_joint", "ess_per_s",
+    shown = ["dataset", "name", "workers", "chains", "final_log_joint", "rhat_log_joint", "ess_per_s",
              "time_to_target_s", "heldout_lpd"]
     print(tables[0][shown].to_string(index=False))
     return 0

@@ -13,8 +13,9 @@ from dpmmbench.workflows import _config, service
 from dpmmbench.workflows.cluster import scheduler_file_address
 from dpmmbench.workflows.service_client import SERVICE_VARIABLE
 
-#: one trace per run; {algorithm} is a registry name or a variant name
-TRACE = "results/traces/{dataset}/{algorithm}/w{workers}/seed{seed}.parquet"
+#: one trace per run, in a folder named by its grid column: a registry name or a variants key
+#: (the run's name, docs/design.md "Traces and runs", unless the config changes its options)
+TRACE = "results/traces/{dataset}/{name}/w{workers}/seed{seed}.parquet"
 
 #: every rule's software (relative to this folder); used with --software-deployment-method conda
 SOFTWARE_ENV = "envs/dpmmbench.yaml"
@@ -53,14 +54,14 @@ def worker_counts(name):
 
 
 def run_names():
-    """Every algorithm column of the grid: the selected registry names, then the variants."""
+    """Every run name of the grid: the selected registry names, then the variants' keys."""
     return _config.run_names(config)
 
 
 def trace_paths():
     """Every trace of the grid."""
     return [
-        TRACE.format(dataset=dataset, algorithm=name, workers=workers, seed=seed)
+        TRACE.format(dataset=dataset, name=name, workers=workers, seed=seed)
         for name in run_names()
         for dataset in run_column(name)["datasets"]
         for workers in worker_counts(name)
@@ -137,7 +138,7 @@ def job_args(wildcards, input):
         # a job on its own reads no scheduler file: it is given the address the file names
         # (read here, when the job is made: the cluster must be up before such a workflow)
         scheduler = scheduler_file_address(dask["scheduler_file"])
-    spec = _config.run_spec(config, wildcards.algorithm, wildcards.dataset, seed=int(wildcards.seed),
+    spec = _config.run_spec(config, wildcards.name, wildcards.dataset, seed=int(wildcards.seed),
                             workers=int(wildcards.workers), data_file=str(input.data) if input.data else None,
                             scheduler=scheduler)
     entry = (["dpmmbench.workflows.service_client"] if with_run_service()

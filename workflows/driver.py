@@ -49,6 +49,7 @@ from dpmmbench.algorithms.constraints import RUN_DEFAULTS, RUN_PARAMETERS, check
 from dpmmbench.algorithms.predictive import mean_log_predictive_density
 from dpmmbench.algorithms.runner import ChainResult, StopRule, run_sampler, warm_up
 from dpmmbench.reports.metrics import StateScorer
+from dpmmbench.reports.runs import run_name
 from dpmmbench.reports.traces import COMM_COLUMNS, encode_partition, trace_frame
 
 from .errors import Cancelled, DataError, write_to
@@ -106,8 +107,9 @@ class RunSpec:
     threads : int
         Threads per embedded worker (>= 1), for Dask and for numba/BLAS inside it.
     name : str, optional
-        Name of the run in the trace's ``algorithm`` column (e.g. a workflow variant such
-        as ``"search-decreasing"``); default ``algorithm``.
+        The run's name (its trace's ``name`` column), e.g. a config's variant such as
+        ``"search-decreasing"``; default ``algorithm`` with its options that differ from the
+        defaults (:func:`reports.runs.run_name`).
     data_file : str or os.PathLike, optional
         ``dataset`` already preprocessed into an ``.npz`` (``python -m dpmmbench.datasets preprocess``,
         the workflow's data rules): read from there instead of being generated or fetched.
@@ -279,8 +281,10 @@ def run_chain(sampler, X, iterations, truth=None, time_budget=RUN_DEFAULTS["time
         First run the sampler briefly on a few points, off the clock (see
         :func:`algorithms.runner.warm_up`), so that ``time_s`` does not include numba compilation.
     name : str, optional
-        Value of the ``algorithm`` column (e.g. a workflow variant such as
-        ``"search-decreasing"``); default ``sampler.name``.
+        The run's name, the value of the ``name`` column (e.g. a workflow variant such as
+        ``"search-decreasing"``); default the sampler's registry name with its options that
+        differ from the defaults (:func:`reports.runs.run_name`). The ``algorithm`` column is
+        the registry name.
 
     Returns
     -------
@@ -333,10 +337,11 @@ def _scored_chain(sampler, X, stop, rows, draws=None, *, truth=None,
     score = StateScorer(X, sampler.family, truth)
     if timing is not None:
         timing.setdefault("score_s", 0.0)
-    fixed = {"algorithm": name or sampler.name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
+    name = run_name(sampler.name, getattr(sampler, "params", {}), name)  # a duck-typed sampler may have none
+    fixed = {"algorithm": sampler.name, "name": name, "dataset": dataset, "seed": sampler.seed, "workers": workers}
     from tqdm.auto import tqdm
 
-    with tqdm(total=stop.iterations, desc=name or sampler.name, unit="it", file=sys.stderr,
+    with tqdm(total=stop.iterations, desc=name, unit="it", file=sys.stderr,
               disable=not progress, dynamic_ncols=True) as bar:
 
         def record(iteration, state, elapsed):
@@ -434,7 +439,8 @@ def run(spec, *, out=None, progress=False, client=None, cache=None, command=None
     trace : pandas.DataFrame
         See :func:`run_chain`.
     meta : dict
-        JSON-serialisable provenance: the run's parameters, the dataset's metadata,
+        JSON-serialisable provenance: the run's parameters (``algorithm``, its registry name,
+        and ``name``, the run's name as its trace records it), the dataset's metadata,
         iterations actually run, backend, the Dask cluster (``dask``: scheduler, dashboard,
         workers, threads, whether it was embedded and shared, start-up seconds; on a shared
         cluster, ``reserved``: the workers the run held) and the worker process the chain ran in
@@ -676,15 +682,16 @@ def _provenance(spec, measured, status) -> dict:
     """The metadata of a run (see :func:`run`) from its spec and what it measured, finished
     or not (``status``)."""
     sampler, data, chain = measured.sampler, measured.data, measured.chain
+    options = dict(getattr(sampler, "params", spec.options))
     return {
         "algorithm": spec.algorithm,
-        "name": spec.name or spec.algorithm,
+        "name": run_name(spec.algorithm, options, spec.name),  # as the trace's name column
         "exact": bool(sampler.exact),
         "kind": sampler.kind,  # what its chain is: R-hat and ESS describe samplers only
         # a peer's own prior, truncation, initialisation and tolerances (docs/design.md "Peers")
         "external": bool(sampler.external),
         "peer_settings": sampler.settings() if sampler.external else None,
-        "options": dict(getattr(sampler, "params", spec.options)),
+        "options": options,
         "options_given": dict(spec.options),
         "dataset": data.name,
         "dataset_meta": data.meta,

@@ -1,6 +1,6 @@
 wildcard_constraints:
     dataset=r"[A-Za-z0-9_.-]+",
-    algorithm=r"[a-z0-9-]+",
+    name=r"[a-z0-9-]+",
     workers=r"\d+",
     seed=r"\d+",
 
@@ -39,9 +39,9 @@ rule run_chain:
     output:
         TRACE,
     log:
-        "logs/run/{dataset}/{algorithm}/w{workers}/seed{seed}.log",
+        "logs/run/{dataset}/{name}/w{workers}/seed{seed}.log",
     benchmark:
-        "results/jobs/{dataset}/{algorithm}/w{workers}/seed{seed}.tsv"
+        "results/jobs/{dataset}/{name}/w{workers}/seed{seed}.tsv"
     threads: run_threads
     # runs on several workers first, while every core is free: later, one waits for a second
     # core to come free while the first idles (data jobs have priority 10)
@@ -55,7 +55,7 @@ rule run_chain:
         "{params.python} {params.args} --out {output} > {log} 2>&1"
 
 
-# Statistics over the chains of each (dataset, algorithm, workers), and one row per run beside
+# Statistics over the chains of each (dataset, run name, workers), and one row per run beside
 # them (docs/design.md "Summary columns").
 rule summary:
     input:

@@ -80,7 +80,7 @@ MEASURED, MODELLED = "measured, vs subc on 1 worker", "modelled, vs its modelled
 #: at most this change (nats) of the final VI to the truth counts as "little effect" of α on the
 #: clusters: a fifth of the VI of chains at the synthetic set's plateau (about 0.1 nats)
 ALPHA_VI_SLACK = 0.02
-CHAIN_COLUMNS = ("dataset", "run", "seed", "workers", "iterations", "time_s", "s_per_iteration",
+CHAIN_COLUMNS = ("dataset", "name", "seed", "workers", "iterations", "time_s", "s_per_iteration",
                  "final_log_joint", "final_vi", "final_n_clusters")
 #: the plateau threshold's name in the criteria
 RTOL = "plateau tolerance (relative)"
@@ -99,20 +99,17 @@ TRACE_NOTE = ("Log joints here are not the paper's values (other data draw and p
 
 # ---- the chains and their medians ------------------------------------------------------------
 def chains(tables) -> pd.DataFrame:
-    """One row per finished chain with its run name in ``run`` (:data:`CHAIN_COLUMNS`).
+    """One row per finished chain with its run's name in ``name`` (:data:`CHAIN_COLUMNS`).
 
-    Records name a run in ``algorithm`` beside ``registry``; older tables named it ``variant``
-    (with the registry name in ``algorithm``): both are read. Failed chains are left out, so
-    a setting with only failed chains counts as missing.
+    ``tables.runs`` is in today's names (:class:`reports.entries.Tables`). Failed chains are
+    left out, so a setting with only failed chains counts as missing.
     """
     runs = tables.runs
     if runs is None or runs.empty:
         return pd.DataFrame(columns=list(CHAIN_COLUMNS))
-    name = "algorithm" if "registry" in runs or "variant" not in runs else "variant"
     ok = runs["status"].ne("failed") if "status" in runs else pd.Series(True, index=runs.index)
     ok &= np.isfinite(runs["final_log_joint"].astype(float))
-    # older tables also carry a numeric ``run`` id, which the run name replaces
-    out = runs.loc[ok].drop(columns=["run"], errors="ignore").rename(columns={name: "run"})
+    out = runs.loc[ok]
     for column in CHAIN_COLUMNS:
         if column not in out:
             out = out.assign(**{column: np.nan})
@@ -124,7 +121,7 @@ def medians(data: pd.DataFrame, dataset: str, suffix: str, samplers=tuple(PAPER_
     worker), indexed by sampler, in the paper's order; samplers without chains are absent."""
     rows = []
     for sampler in samplers:
-        mine = data[(data["dataset"] == dataset) & (data["run"] == sampler + suffix) & (data["workers"] == 1)]
+        mine = data[(data["dataset"] == dataset) & (data["name"] == sampler + suffix) & (data["workers"] == 1)]
         if mine.empty:
             continue
         rows.append({"sampler": sampler, "run": sampler + suffix, "chains": len(mine),
@@ -139,19 +136,19 @@ def medians(data: pd.DataFrame, dataset: str, suffix: str, samplers=tuple(PAPER_
 
 def missing(data: pd.DataFrame, dataset: str, runs) -> list:
     """The run names of ``runs`` with no finished chain on ``dataset``."""
-    there = set(data.loc[data["dataset"] == dataset, "run"])
+    there = set(data.loc[data["dataset"] == dataset, "name"])
     return [run for run in runs if run not in there]
 
 
 def plateau(data: pd.DataFrame, dataset: str, runs) -> tuple[float, float, str]:
     """The best final log joint among the chains of ``runs`` on ``dataset``, its tolerance
     (:data:`PLATEAU_RTOL` of its size) and which chain holds it ('run, seed s')."""
-    mine = data[(data["dataset"] == dataset) & data["run"].isin(list(runs))]
+    mine = data[(data["dataset"] == dataset) & data["name"].isin(list(runs))]
     if mine.empty:
         return math.nan, math.nan, ""
     best = mine.loc[mine["final_log_joint"].idxmax()]
     level = float(best["final_log_joint"])
-    return level, PLATEAU_RTOL * abs(level), f"{best['run']}, seed {int(best['seed'])}"
+    return level, PLATEAU_RTOL * abs(level), f"{best['name']}, seed {int(best['seed'])}"
 
 
 def time_to(curves: pd.DataFrame, dataset: str, run: str, level: float, workers: int = 1) -> float:
@@ -159,7 +156,7 @@ def time_to(curves: pd.DataFrame, dataset: str, run: str, level: float, workers:
     reached ``level`` (inf for a chain that never did), read from the thinned traces."""
     if curves is None or curves.empty or not math.isfinite(level):
         return math.nan
-    mine = curves[(curves["dataset"] == dataset) & (curves["variant"] == run) & (curves["workers"] == workers)]
+    mine = curves[(curves["dataset"] == dataset) & (curves["name"] == run) & (curves["workers"] == workers)]
     if mine.empty:
         return math.nan
     firsts = []
@@ -230,8 +227,8 @@ def _panel_frame(curves: pd.DataFrame, dataset: str, runs, workers: int = 1) -> 
     """The thinned traces of ``runs`` on ``dataset`` with their legend labels."""
     if curves is None or curves.empty:
         return pd.DataFrame(columns=["label", "seed", "iteration", "time_s", "log_joint"])
-    mine = curves[(curves["dataset"] == dataset) & curves["variant"].isin(list(runs)) & (curves["workers"] == workers)]
-    return mine.assign(label=mine["variant"].map(_legend_label))
+    mine = curves[(curves["dataset"] == dataset) & curves["name"].isin(list(runs)) & (curves["workers"] == workers)]
+    return mine.assign(label=mine["name"].map(_legend_label))
 
 
 def _styles() -> dict:
@@ -338,11 +335,11 @@ def _regime(tables, datasets, runs) -> str:
     :data:`PAPER_ITERATIONS`."""
     data = chains(tables)
     data = data[data["dataset"].isin([datasets] if isinstance(datasets, str) else list(datasets))]
-    mine = data[data["run"].isin(list(runs))]
+    mine = data[data["name"].isin(list(runs))]
     if mine.empty:
         return ""
     budget = float(data["time_s"].median())
-    fewest = mine.groupby(["dataset", "run"])["iterations"].median()
+    fewest = mine.groupby(["dataset", "name"])["iterations"].median()
     (where, run), least = fewest.idxmin(), float(fewest.min())
     note = regime_note(round(budget), PAPER_REGIME, least < PAPER_ITERATIONS)
     if note:
@@ -454,8 +451,8 @@ def cores(tables) -> Entry:
              "has minor gains\" on 16 cores (Section 6, Figure 4).")
     data = chains(tables)
     mine = data[data["dataset"] == SYNTH]
-    serial = mine.loc[(mine["run"] == "subc") & (mine["workers"] == 1), "s_per_iteration"]
-    sharded = mine.loc[(mine["run"] == PARALLEL) & (mine["workers"] == 2), "s_per_iteration"]
+    serial = mine.loc[(mine["name"] == "subc") & (mine["workers"] == 1), "s_per_iteration"]
+    sharded = mine.loc[(mine["name"] == PARALLEL) & (mine["workers"] == 2), "s_per_iteration"]
     frame = pd.concat([_panel_frame(tables.curves, SYNTH, ["subc"]),
                        _panel_frame(tables.curves, SYNTH, [PARALLEL], workers=2).assign(
                            label=f"{PARALLEL} (2 workers)")], ignore_index=True)
@@ -567,7 +564,7 @@ def _modelled(scaling: pd.DataFrame) -> list:
         return []
     rows = scaling[(scaling["dataset"] == SYNTH) & (scaling["source"] == "modelled")]
     for run in (PARALLEL, "subc"):
-        curve = rows[rows["variant"] == run].set_index("workers")["iteration_s"]
+        curve = rows[rows["name"] == run].set_index("workers")["iteration_s"]
         if 1 in curve.index and PAPER_CORES in curve.index:
             one, many = float(curve.loc[1]), float(curve.loc[PAPER_CORES])
             return [{"run": run, "workers": w, "s per iteration": s, "speed-up per iteration": one / s,

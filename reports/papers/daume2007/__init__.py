@@ -177,18 +177,18 @@ def _by_heuristic(ax, art: pd.DataFrame, column: str) -> None:
 # ---- real data ----------------------------------------------------------------------------------
 def _runs_on(tables, dataset: str, name: str) -> pd.DataFrame:
     runs = tables.runs
-    return runs[(runs["dataset"] == dataset) & (runs["algorithm"] == name) & (runs["status"] != "failed")]
+    return runs[(runs["dataset"] == dataset) & (runs["name"] == name) & (runs["status"] != "failed")]
 
 
 def _at_time(curves: pd.DataFrame, dataset: str, name: str, t: float) -> float:
     """Median over chains of the last recorded log joint at or before sampler time ``t``; NaN
     when a chain had not completed one sweep by then (its state is the starting one, so the
     comparison is inconclusive)."""
-    rows = curves[(curves["dataset"] == dataset) & (curves["variant"] == name) & (curves["time_s"] <= t)]
+    rows = curves[(curves["dataset"] == dataset) & (curves["name"] == name) & (curves["time_s"] <= t)]
     if rows.empty:
         return math.nan
     last = rows.sort_values("iteration").groupby("seed")[["iteration", "log_joint"]].last()
-    seeds = curves.loc[(curves["dataset"] == dataset) & (curves["variant"] == name), "seed"].nunique()
+    seeds = curves.loc[(curves["dataset"] == dataset) & (curves["name"] == name), "seed"].nunique()
     if len(last) < seeds or (last["iteration"] < 1).any():
         return math.nan
     return float(last["log_joint"].median())
@@ -212,7 +212,7 @@ def time_to_pass(curves: pd.DataFrame, dataset: str, name: str, level: float) ->
     float
         Seconds; NaN when the sampler has no trace there.
     """
-    rows = curves[(curves["dataset"] == dataset) & (curves["variant"] == name)]
+    rows = curves[(curves["dataset"] == dataset) & (curves["name"] == name)]
     if rows.empty:
         return math.nan
     firsts = []
@@ -421,7 +421,7 @@ def _nips_order(tables) -> Entry:
 def _search_figure(tables, image_sets) -> bytes | None:
     from matplotlib.figure import Figure
 
-    curves = tables.curves[tables.curves["variant"].isin(SAMPLERS)]
+    curves = tables.curves[tables.curves["name"].isin(SAMPLERS)]
     sets = [d for d in image_sets if not _runs_on(tables, d, SEARCH).empty]
     if not sets:
         return None
@@ -430,7 +430,7 @@ def _search_figure(tables, image_sets) -> bytes | None:
         fig = Figure(figsize=(4.0 * len(sets) + 1.5, 3.8), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(sets)))
         for ax, dataset in zip(axes, sets):
-            here = curves[curves["dataset"] == dataset].assign(label=lambda f: f["variant"])
+            here = curves[curves["dataset"] == dataset].assign(label=lambda f: f["name"])
             stats = figures.over_seeds(figures.on_time_grid(here, "log_joint"), "time_s", "log_joint")
             figures._lines(ax, stats, "time_s", list(SAMPLERS), styles, step=True)
             search = _runs_on(tables, dataset, SEARCH)

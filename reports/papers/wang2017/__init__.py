@@ -120,7 +120,7 @@ def restrict(tables, dataset: str):
 def missing(tables, needed) -> list[str]:
     """Labels of the ``(run, workers)`` pairs with no summary row or no curve in ``tables``."""
     summary = tables.summary
-    have = set() if summary.empty else set(zip(summary["algorithm"], summary["workers"].astype(int)))
+    have = set() if summary.empty else set(zip(summary["name"], summary["workers"].astype(int)))
     curves = set() if tables.curves.empty else set(tables.curves["label"])
     return [label(r, w) for r, w in needed if (r, w) not in have or label(r, w) not in curves]
 
@@ -134,9 +134,9 @@ def absent(item: str, paper: str, dataset: str, lacking) -> Entry:
 
 
 def finals(tables) -> pd.DataFrame:
-    """The summary's medians over chains, indexed by ``(algorithm, workers)``."""
+    """The summary's medians over chains, indexed by ``(name, workers)``."""
     summary = tables.summary.assign(workers=tables.summary["workers"].astype(int))
-    return summary.set_index(["algorithm", "workers"])
+    return summary.set_index(["name", "workers"])
 
 
 def present(tables, workers: int = WORKERS) -> list[tuple[str, int]]:
@@ -270,8 +270,8 @@ def curve_frame(tables, keys) -> tuple[pd.DataFrame, list[str]]:
     """The curves of the runs ``keys`` (``(run, workers)``), labelled by :func:`shown`, and the
     legend's order."""
     curves = tables.curves.assign(workers=tables.curves["workers"].astype(int))
-    curves = curves[[(r, w) in set(keys) for r, w in zip(curves["variant"], curves["workers"])]]
-    curves = curves.assign(label=[shown(r, w) for r, w in zip(curves["variant"], curves["workers"])])
+    curves = curves[[(r, w) in set(keys) for r, w in zip(curves["name"], curves["workers"])]]
+    curves = curves.assign(label=[shown(r, w) for r, w in zip(curves["name"], curves["workers"])])
     return curves, [shown(r, w) for r, w in keys]
 
 
@@ -699,7 +699,7 @@ def figure4_entry(tables) -> Entry:
     runs = [run for run in NAMES if run != REFERENCE]
     modelled = scaling[scaling["source"] == "modelled"] if not scaling.empty else scaling
     measured = scaling[scaling["source"] == "measured"] if not scaling.empty else scaling
-    at = {} if modelled.empty else modelled[modelled["workers"] == MODEL_AT].set_index("variant")["speedup"].to_dict()
+    at = {} if modelled.empty else modelled[modelled["workers"] == MODEL_AT].set_index("name")["speedup"].to_dict()
     needed = OURS + ("auxvar", "subc")
     lacking = [run for run in needed if not math.isfinite(float(at.get(run, math.nan)))]
     if lacking:
@@ -816,12 +816,12 @@ def scaling_table(measured: pd.DataFrame, modelled: pd.DataFrame, runs) -> pd.Da
     :data:`MODEL_AT`; and the speed-up w.r.t. its own single worker (measured at 2, MODELLED at
     :data:`MODEL_AT`)."""
     def value(frame, run, workers, column):
-        rows = frame[(frame["variant"] == run) & (frame["workers"] == workers)]
+        rows = frame[(frame["name"] == run) & (frame["workers"] == workers)]
         return float(rows[column].iloc[0]) if len(rows) else math.nan
 
     rows = []
     for run in runs:
-        if run not in set(modelled["variant"]) and run not in set(measured["variant"]):
+        if run not in set(modelled["name"]) and run not in set(measured["name"]):
             continue
         rows.append({"method": NAMES[run], "run": run,
                      CGS_1: value(measured, run, 1, "speedup"), CGS_2: value(measured, run, 2, "speedup"),
@@ -836,12 +836,12 @@ def scaling_table(measured: pd.DataFrame, modelled: pd.DataFrame, runs) -> pd.Da
 def scaling_png(measured: pd.DataFrame, modelled: pd.DataFrame, runs) -> bytes:
     """:func:`figures.scaling_figure` of the runs, named as the paper names them, up to 32 workers."""
     names = {run: f"{NAMES[run]} ({run})" for run in runs}
-    predicted = modelled[modelled["variant"].isin(runs) & (modelled["workers"] <= 32)]
-    predicted = predicted.assign(variant=predicted["variant"].map(names))
-    points = measured[measured["variant"].isin(runs)]
-    points = points.assign(variant=points["variant"].map(names), sequential=False)
-    order = [names[run] for run in runs if names[run] in set(predicted["variant"])]
-    predicted = predicted.set_index("variant").loc[order].reset_index()
+    predicted = modelled[modelled["name"].isin(runs) & (modelled["workers"] <= 32)]
+    predicted = predicted.assign(name=predicted["name"].map(names))
+    points = measured[measured["name"].isin(runs)]
+    points = points.assign(name=points["name"].map(names), sequential=False)
+    order = [names[run] for run in runs if names[run] in set(predicted["name"])]
+    predicted = predicted.set_index("name").loc[order].reset_index()
     colours = {name: style[0] for name, style in figures.palette(order).items()}
     return figures.scaling_figure(predicted, points, colours, f"MODELLED: cost model ({costmodel.GIGABIT.describe()})",
                                   "CGS")
