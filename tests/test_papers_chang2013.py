@@ -82,14 +82,70 @@ def test_entries_in_the_papers_order_and_reproduced_on_paper_like_tables():
     entries = paper.entries(_tables(_with_parallel(_runs(_finals()))))
     assert [e.item.split(" (")[0] for e in entries] == [
         "Figure 4, first column", "Figure 4, second column", "Figure 4, third column", "Figure 5a", "Figure 5b-e",
-        "Section 5.5, p. 7", "Section 6, p. 8"]
+        "Section 6, Associated Press: clusters inferred", "Conclusion", "Section 5.5, p. 7", "Section 6, p. 8"]
     assert all(e.verdict in VERDICTS for e in entries)
+    # AP is not among the corpora, these tables hold no traces (the conclusion reads times), and
     # the last two are measured on their own (checks.json), which these tables do not hold
     assert [e.verdict for e in entries] == [REPRODUCED, REPRODUCED, NOT_COMPARABLE, REPRODUCED, REPRODUCED,
-                                            NOT_COMPARABLE, NOT_COMPARABLE]
+                                            NOT_COMPARABLE, NOT_COMPARABLE, NOT_COMPARABLE, NOT_COMPARABLE]
     for e in entries:
         assert "Criterion" in e.reason or e.verdict == NOT_COMPARABLE
         assert e.paper.count('"') >= 2  # the paper's words, quoted
+
+
+def _curves(runs: pd.DataFrame, first: dict, budget: float = 10.0) -> pd.DataFrame:
+    """Thinned traces of every chain of ``runs``: a chain climbs to its final log joint at the
+    time ``first[name]`` gives (None: it never gets within reach of the plateau)."""
+    rows = []
+    for r in runs.itertuples():
+        at = first.get(r.algorithm, budget / 2)
+        final = r.final_log_joint if at is not None else r.final_log_joint - 10_000
+        for t, value in ((0.0, final - 50_000), (at if at is not None else budget, final), (budget, final)):
+            rows.append({"dataset": r.dataset, "name": r.algorithm, "workers": r.workers, "seed": r.seed,
+                         "time_s": t, "log_joint": value})
+    return pd.DataFrame(rows)
+
+
+def test_speed_ratio_says_what_its_number_is():
+    assert paper._speed_ratio(0.1, 20.0, 30.0) == (200.0, "=")
+    assert paper._speed_ratio(0.1, float("inf"), 30.0) == (300.0, "≥")  # the other never got there
+    assert paper._speed_ratio(float("inf"), 15.0, 30.0) == (0.5, "≤")  # SUBC never got there
+    ratio, kind = paper._speed_ratio(float("inf"), float("inf"), 30.0)
+    assert kind == "" and ratio != ratio
+
+
+@pytest.mark.parametrize("subc_at, gibbs_at, others_at, verdict", [
+    (0.01, 5.0, 5.0, REPRODUCED),         # every GIBBS sampler 500x SUBC's time
+    (0.01, 0.05, 5.0, NOT_REPRODUCED),    # GIBBS 5x: not orders of magnitude
+    (0.2, None, None, "inconclusive"),    # none got there in 10 s: at least 50x, which cannot decide
+])
+def test_faster_than_exact_reads_the_times_to_the_plateau(subc_at, gibbs_at, others_at, verdict):
+    finals = {d: {sfx: {s: -100_000 for s in SAMPLERS} for sfx in ("", "-k50")}
+              for d in (paper.SYNTH, paper.MNIST, "wikipedia", "nyt")}
+    runs = _runs(finals)
+    at = {"subc": subc_at, "gibbs": gibbs_at, "gibbs-supercluster": others_at, "gibbs-sams": others_at}
+    first = {**at, **{k + "-k50": v for k, v in at.items()}}
+    entry = paper.faster_than_exact(_tables(runs, curves=_curves(runs, first)))
+    assert entry.verdict == verdict, entry.criterion.margin
+    if verdict == "inconclusive":
+        assert set(entry.table["times SUBC's"]) == {"≥ 50"}
+    if verdict == REPRODUCED:
+        # an upper bound: SUBC never at the plateau where a GIBBS sampler got there refutes the claim
+        stuck = paper.faster_than_exact(_tables(runs, curves=_curves(runs, {**first, "subc": None})))
+        assert stuck.verdict == NOT_REPRODUCED and "≤ 0.5" in set(stuck.table["times SUBC's"])
+
+
+def test_ap_clusters_are_decided_on_ap_only():
+    runs = _runs(_finals())
+    entry = paper.ap_clusters(_tables(runs))
+    assert entry.verdict == NOT_COMPARABLE and "AP is not at hand" in entry.measured
+    assert set(entry.table["data set"]) == {"wikipedia", "nyt"}
+    on_ap = _runs({"ap": {sfx: {s: -1_000 for s in SAMPLERS} for sfx in ("", "-k50")}})
+    on_ap["final_n_clusters"] = 9  # more than a factor 2 below 20
+    assert paper.ap_clusters(_tables(on_ap)).verdict == NOT_REPRODUCED
+    on_ap["final_n_clusters"] = 21
+    entry = paper.ap_clusters(_tables(on_ap))
+    assert entry.verdict == REPRODUCED and entry.table["documents per cluster"].round().eq(107).all()
 
 
 def test_k_init_verdict_flips_when_the_baselines_reach_the_plateau():
@@ -128,7 +184,7 @@ def test_missing_runs_are_named_and_not_compared():
 
 def test_an_empty_record_still_renders_every_entry():
     entries = paper.entries(_tables(pd.DataFrame()))
-    assert len(entries) == 7 and all(e.verdict == NOT_COMPARABLE for e in entries)
+    assert len(entries) == 9 and all(e.verdict == NOT_COMPARABLE for e in entries)
     assert "subc-alpha100" in entries[1].measured and "subc-2w" in entries[2].measured
     assert "nyt" in entries[4].measured
 

@@ -15,9 +15,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from dpmmbench.datasets import describe
 from ... import figures
 from ...claims import CHANG_SCOPE, PLATEAU_RTOL, Criterion, decide, regime_note
-from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
+from ...entries import INCONCLUSIVE, NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
 from ...scaling_doc import speedups
 
 TITLE = "Chang & Fisher (2013), Parallel sampling of DP mixture models using sub-cluster splits"
@@ -690,6 +691,137 @@ def corpora(tables) -> Entry:
                  regime=_regime(tables, list(CORPORA), needed))
 
 
+# ---- the conclusion: faster than other exact MCMC ---------------------------------------------
+#: "orders of magnitude": at least two
+ORDERS = "speed-up needed (x)"
+ORDERS_FACTOR = 100.0
+#: the paper's "other exact MCMC methods": the Gibbs samplers (FSD is a finite approximation)
+EXACT_BASELINES = GIBBS_METHODS
+
+
+def faster_than_exact(tables) -> Entry:
+    """The conclusion: SUBC reaches the plateau orders of magnitude sooner than the other exact
+    MCMC samplers, on every data set and start of the record."""
+    item = "Conclusion (Section 7): speed against other exact MCMC methods"
+    paper = ("\"Results on both synthetic and real data demonstrate that the speed of the sampler is orders of "
+             "magnitude faster than other exact MCMC methods.\" (Section 7)")
+    data = chains(tables)
+    settings = [(d, suffix) for d in (SYNTH, MNIST, *_corpora_in(data)) for suffix in (K1, K50)]
+    needed = ["subc" + suffix for suffix in (K1, K50)] + [b + suffix for b in EXACT_BASELINES for suffix in (K1, K50)]
+    absent = [f"{run} on {d}" for d, _ in settings[::2] for run in missing(data, d, needed)]
+    if absent:
+        return Entry(item, paper, "Runs missing from this record: " + ", ".join(absent) + ".", NOT_COMPARABLE,
+                     "The comparison needs SUBC and the GIBBS samplers on every data set from both starts.")
+    if tables.curves is None or tables.curves.empty:
+        return Entry(item, paper, "This record holds no traces (curves.csv): no time to the plateau can be read.",
+                     NOT_COMPARABLE, "The comparison needs every chain's log joint against time.")
+    rows, ratios = [], []
+    for dataset, suffix in settings:
+        level, tol, _ = plateau(data, dataset, [s + sfx for s in PAPER_NAMES for sfx in (K1, K50)])
+        t_subc = time_to(tables.curves, dataset, "subc" + suffix, level - tol)
+        budget = float(data.loc[data["dataset"] == dataset, "time_s"].median())
+        for base in EXACT_BASELINES:
+            t = time_to(tables.curves, dataset, base + suffix, level - tol)
+            ratio, kind = _speed_ratio(t_subc, t, budget)
+            where = f"{PAPER_NAMES[base]} on {dataset} from {START[suffix]}"
+            if kind:
+                ratios.append((ratio, kind, where))
+            rows.append({"data set": dataset, "start": START[suffix], "sampler": PAPER_NAMES[base],
+                         "SUBC at plateau (s)": t_subc, "sampler at plateau (s)": t,
+                         "times SUBC's": f"{'' if kind == '=' else kind + ' '}{ratio:,.2g}" if kind else "neither"})
+
+    def holds(t):
+        return bool(ratios) and all(r >= t[ORDERS] for r, _, _ in ratios)
+
+    def refuted(t):
+        # a measured ratio, or an upper bound, below the factor; a lower bound below it cannot refute
+        return any(r < t[ORDERS] for r, kind, _ in ratios if kind != "≥")
+
+    shortest = min(ratios, key=lambda r: r[0]) if ratios else (math.nan, "", "none")
+    criterion = Criterion({ORDERS: ORDERS_FACTOR}, holds,
+                          f"the smallest ratio is {'' if shortest[1] == '=' else shortest[1] + ' '}{shortest[0]:,.2g} "
+                          f"({shortest[2]}; needs ≥ {ORDERS_FACTOR:g})")
+    verdict = decide(criterion)
+    if verdict == NOT_REPRODUCED and not refuted(dict(criterion.thresholds)):
+        verdict = INCONCLUSIVE
+    counts = {k: sum(1 for _, kind, _ in ratios if kind == k) for k in ("=", "≥", "≤")}
+    measured = (f"Per data set and start, the median first sampler time at which a chain reached the plateau (the "
+                f"best final log joint of any chain there, less {PLATEAU_RTOL:g} × |plateau|), for SUBC and for each "
+                f"GIBBS sampler, and the ratio; a sampler that never reached it is credited with the whole budget: a "
+                f"lower bound ('≥') where only the GIBBS sampler never got there, an upper bound ('≤') where only SUBC "
+                f"never did, no ratio where neither did. {counts['=']} ratios measured, {counts['≥']} lower and "
+                f"{counts['≤']} upper bounds. "
+                + FIRST_NOTE + " " + TRACE_NOTE)
+    reason = (f"Criterion: every GIBBS sampler (the paper's other exact MCMC methods; FSD is a finite "
+              f"approximation) needs at least {ORDERS_FACTOR:g} times SUBC's time to the plateau, on every data set "
+              f"and start; where only budget-bound ratios fall short the record cannot decide ({INCONCLUSIVE}).")
+    return Entry(item, paper, measured, verdict, reason, table=pd.DataFrame(rows), criterion=criterion,
+                 regime=_regime(tables, [SYNTH, MNIST], needed))
+
+
+# ---- AP: about 20 clusters of about 100 documents ---------------------------------------------
+AP = "ap"
+AP_DOCS, AP_CLUSTERS = 2_246, 20
+AP_FACTOR = "factor allowed"
+
+
+def ap_clusters(tables) -> Entry:
+    """Section 6: on AP the samplers infer about 20 clusters of about 100 documents."""
+    item = "Section 6, Associated Press: clusters inferred"
+    paper = ("\"Approximately 20 clusters are inferred for this dataset, resulting in approximately 100 observations "
+             "for each cluster.\" (Section 6, AP: 2,246 documents, 10,473 words)")
+    data = chains(tables)
+    on = [d for d in data["dataset"].unique() if d == AP or d.startswith(AP + "?")]
+    pool = on or _corpora_in(data)
+    rows = []
+    for dataset in pool:
+        for suffix in (K1, K50):
+            st = medians(data, dataset, suffix, SUBCLUSTER + GIBBS_METHODS)
+            for s in st.index:
+                docs = describe(dataset)["n"]
+                rows.append({"data set": dataset, "start": START[suffix], "sampler": PAPER_NAMES[s],
+                             "clusters": st.at[s, "clusters"],
+                             "documents per cluster": docs / st.at[s, "clusters"] if docs else math.nan})
+    table = pd.DataFrame(rows)
+    words = "; ".join(f"{d}: clusters {table.loc[table['data set'] == d, 'clusters'].min():,.0f}-"
+                      f"{table.loc[table['data set'] == d, 'clusters'].max():,.0f}" for d in pool) or "no corpus chains"
+    if not on:
+        return Entry(item, paper, f"AP is not at hand here (a user-supplied file, docs/datasets.md). On the corpora of "
+                     f"this record, median final clusters per sampler and start: {words}.", NOT_COMPARABLE,
+                     "The count is a property of AP's documents: another corpus of the same size says nothing of it. "
+                     "With AP in the data folder, add `ap: \"ap\"` to the config's data sets and this entry decides.",
+                     table=table)
+    ks = table["clusters"].astype(float)
+
+    def holds(t):
+        return bool(len(ks)) and bool(((ks >= AP_CLUSTERS / t[AP_FACTOR]) & (ks <= AP_CLUSTERS * t[AP_FACTOR])).all())
+
+    criterion = Criterion({AP_FACTOR: 2.0}, holds, f"median final clusters {ks.min():,.0f}-{ks.max():,.0f} "
+                          f"(needs within the factor of {AP_CLUSTERS})")
+    return Entry(item, paper, f"Median final clusters per sampler and start on AP: {words}.", decide(criterion),
+                 f"Criterion: every sampler's median final cluster count within a factor of 2 of {AP_CLUSTERS}.",
+                 table=table, criterion=criterion)
+
+
+def _speed_ratio(t_subc: float, t: float, budget: float) -> tuple[float, str]:
+    """How many times SUBC's time to the plateau another sampler needed, and what the number
+    is: ``"="`` measured, ``"≥"`` a lower bound (only SUBC got there: the other is credited
+    with the whole ``budget``), ``"≤"`` an upper bound (only the other got there), ``""`` no
+    ratio (neither did)."""
+    if math.isfinite(t_subc) and math.isfinite(t):
+        return t / t_subc, "="
+    if math.isfinite(t_subc):
+        return budget / t_subc, "≥"
+    if math.isfinite(t):
+        return t / budget, "≤"
+    return math.nan, ""
+
+
+def _corpora_in(data: pd.DataFrame) -> list:
+    """The corpora of :data:`CORPORA` with chains in ``data``."""
+    return [c for c in CORPORA if (data["dataset"] == c).any()]
+
+
 def entries(tables) -> list:
     """The paper's Figures 4 and 5 beside this suite's record, in the paper's order.
 
@@ -705,4 +837,4 @@ def entries(tables) -> list:
     from . import checks  # the claims measured on their own (checks.json), after the figures
 
     return [k_init(tables), concentration(tables), cores(tables), mnist(tables), corpora(tables),
-            *checks.entries(tables)]
+            ap_clusters(tables), faster_than_exact(tables), *checks.entries(tables)]
