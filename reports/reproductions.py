@@ -157,7 +157,8 @@ def collect(paper: str, results, out, wall_s: float, extra=()) -> Path:
               "git_commit": sorted(set(runs["git_commit"]) - {""}), "cpu_model": metas[0].get("cpu_model", ""),
               "cores": metas[0].get("cores_available", ""), "versions": metas[0].get("versions", {}),
               "started_utc": min(str(m.get("started_utc", "")) for m in metas),
-              "finished_utc": max(str(m.get("finished_utc", "")) for m in metas)}
+              "finished_utc": max(str(m.get("finished_utc", "")) for m in metas),
+              **settings(runs)}
     extra = {Path(p).stem: pd.read_csv(p) for p in extra}
     tables = tables_from_runs(frame, runs, record, extra=extra)
     out.mkdir(parents=True, exist_ok=True)
@@ -169,6 +170,39 @@ def collect(paper: str, results, out, wall_s: float, extra=()) -> Path:
     for name, content in (("claims", tables.claims), ("record", record)):
         _write_text(out / f"{name}.json", json.dumps(content, indent=1, sort_keys=True, default=_jsonable) + "\n")
     return out
+
+
+def settings(runs: pd.DataFrame) -> dict:
+    """What a record's runs assumed, from their metadata: ``priors`` (data set -> the family
+    with its hyper-parameters, as the run printed it) and ``options`` (run name -> the options
+    its config gave, for the runs given any)."""
+    priors, options = {}, {}
+    for dataset, name, meta in zip(runs["dataset"], runs["name"], runs["meta"]):
+        meta = meta or {}
+        if meta.get("family"):
+            priors.setdefault(str(dataset), str(meta["family"]))
+        if meta.get("options_given"):
+            options.setdefault(str(name), dict(meta["options_given"]))
+    return {"priors": dict(sorted(priors.items())), "options": dict(sorted(options.items()))}
+
+
+def _settings_line(tables) -> str:
+    """The paper section's line on priors, concentrations and options (a record collected
+    before they were kept says so)."""
+    rec, runs = tables.record, tables.runs
+    if "priors" not in rec:
+        return ("Priors and hyper-parameters: not in this record (collected before records kept them; the "
+                "config's next run has them).")
+    priors = "; ".join(f"`{d}`: {family}" for d, family in rec["priors"].items()) or "none recorded"
+    fixed = runs.loc[~runs["learned_alpha"].astype(bool), "alpha"] if "learned_alpha" in runs else runs["alpha"]
+    alphas = ", ".join(f"{a:g}" for a in sorted(pd.unique(fixed.astype(float)))) or "learned only"
+    learned = " (and learned, where a run has an alpha prior)" if "learned_alpha" in runs and \
+        runs["learned_alpha"].astype(bool).any() else ""
+    options = "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in sorted(opts.items()))
+                        for name, opts in rec["options"].items())
+    return (f"Priors and hyper-parameters: {priors} (a Normal-inverse-Wishart's mean and scale come from the data, "
+            f"docs/datasets.md); concentration α {alphas}{learned}"
+            + (f"; options given: {options}" if options else "; every algorithm at its default options") + ".")
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -260,7 +294,7 @@ def _paper_section(key, paper, tables, entries, folder: Path, doc_dir: Path) -> 
              f"({rec['failed']} failed; seeds {_seeds(tables.runs)}) in **{minutes:.1f} min** of wall time on {rec['cores']} cores "
              f"({rec['cpu_model']}), commit {', '.join(c[:7] for c in rec['git_commit']) or 'unknown'}, "
              f"{rec['finished_utc'][:10]}.",
-             "", f"What differs from the paper: {paper.DIFFERENCES}", ""]
+             "", f"What differs from the paper: {paper.DIFFERENCES}", "", _settings_line(tables), ""]
     # each entry comes from the one record: the command that reruns it, its measured time, its
     # seeds, commit and machine
     rerun = (f"`snakemake --cores 2 --configfile {rec['config']}` (the whole config: {minutes:.1f} min measured; "

@@ -17,6 +17,7 @@ from dpmmbench.reports.entries import NOT_COMPARABLE, VERDICTS, Entry
 from dpmmbench.reports.papers import PAPERS
 from dpmmbench.reports.report import build_report
 from dpmmbench.reports.traces import write_trace
+from dpmmbench import datasets
 from dpmmbench.workflows import driver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +70,9 @@ def test_collect_load_render(results, tmp_path):
     record = json.loads((folder / "record.json").read_text())
     assert record["wall_s"] == 12.5 and record["runs"] == 6 and record["failed"] == 0
     assert "/" not in "".join(record["git_commit"])  # commits, not paths
+    # what the runs assumed, from their metadata: the family with its hyper-parameters, the options
+    assert record["priors"] == {DATA: repr(datasets.load(DATA).family)}
+    assert record["options"] == {"search-increasing": {"heuristic": "inadmissible", "beam": 10}}
 
     tables = reproductions.load(folder)
     assert len(tables.runs) == 6 and set(tables.runs["name"]) == set(RUNS)
@@ -87,6 +91,8 @@ def test_collect_load_render(results, tmp_path):
     assert first.index(entries[0].item) < first.index(entries[-1].item)
     # the runs this tiny grid lacks are named, never guessed
     assert "Runs missing from this record" in first and "12.5" not in first and "0.2 min" in first
+    assert (f"Priors and hyper-parameters: `{DATA}`: NormalInverseWishart(" in first
+            and "concentration α 1;" in first and "search-increasing: beam=10, heuristic=inadmissible." in first)
     for key in set(PAPERS) - {"daume2007"}:
         assert f"Not run yet: `{PAPERS[key].CONFIG}` has no record in `root/{key}/`" in first
 
