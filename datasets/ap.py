@@ -42,6 +42,7 @@ def generate(*, n: int, seed: int, drop_top: int, vocab: int):
 BUILDER = Builder(
     name="ap",
     parameters=text.parameters(VOCAB, DOCS),
+    seed_used=text.seed_used(DOCS),
     describe=describe,
     generate=generate,
     fetch=lambda: [fetch_file(FILE)],

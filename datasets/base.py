@@ -119,7 +119,9 @@ class Builder:
     metadata that only the data can tell (e.g. ``n`` after empty documents are dropped). Both
     receive every parameter, defaults filled in. ``fetch()``, for data that must be
     downloaded, fetches and verifies the raw files and returns their paths (``None``: the data
-    are generated or bundled).
+    are generated or bundled). ``seed_used(params)``, for a dataset whose ``seed`` only picks a
+    subset, says whether these parameters' data depend on the seed (a seed of the whole set is
+    no other draw of it); ``None``: the seed always matters.
     """
 
     name: str
@@ -127,6 +129,7 @@ class Builder:
     describe: Callable[..., dict]
     generate: Callable[..., tuple]
     fetch: Callable[[], list] | None = None
+    seed_used: Callable[[dict], bool] | None = None
 
     def usage(self) -> str:
         """The valid parameters, e.g. ``"n (int >= 10, default 100000), seed (...)"``."""

@@ -45,6 +45,7 @@ def generate(*, n: int, seed: int, drop_top: int, vocab: int):
 BUILDER = Builder(
     name="nyt",
     parameters=text.parameters(VOCAB, DOCS),
+    seed_used=text.seed_used(DOCS),
     describe=describe,
     generate=generate,
     fetch=lambda: source_files(SOURCE),

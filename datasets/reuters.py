@@ -38,6 +38,7 @@ def generate(*, n: int, seed: int, drop_top: int, vocab: int):
 BUILDER = Builder(
     name="reuters",
     parameters=text.parameters(VOCAB, DOCS),
+    seed_used=text.seed_used(DOCS),
     describe=describe,
     generate=generate,
     fetch=lambda: source_files(SOURCE),

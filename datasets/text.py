@@ -21,6 +21,11 @@ def parameters(vocab_size: int, n_docs: int) -> tuple[Parameter, ...]:
             Parameter("vocab", int, 0, low=0, high=vocab_size))
 
 
+def seed_used(n_docs: int):
+    """A builder's ``seed_used``: the seed picks the documents only when ``n`` is below ``n_docs``."""
+    return lambda params: params["n"] < n_docs
+
+
 def preprocessing(drop_top: int, vocab: int, vocab_size: int, removed: str = "", *, n: int, n_docs: int,
                   seed: int) -> str:
     """How the documents were chosen and the vocabulary pruned, in words (for

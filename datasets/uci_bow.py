@@ -56,7 +56,8 @@ def make(collection: str) -> Builder:
             raise ValueError(f"{docword.name}: {X.shape[0]} x {X.shape[1]}, expected {docs} x {words}")
         return text.finish(X, n=n, seed=seed, drop_top=drop_top, vocab=vocab)
 
-    return Builder(name=f"uci-{collection}", parameters=text.parameters(words, docs), describe=describe,
+    return Builder(name=f"uci-{collection}", parameters=text.parameters(words, docs), seed_used=text.seed_used(docs),
+                   describe=describe,
                    generate=generate, fetch=fetch_all)
 
 

@@ -32,8 +32,8 @@ import jinja2
 from . import _dataset
 from . import _sections as sections
 from . import answer, chains, costmodel, figures
-from . import claims as claims_mod
 from ._dataset import REFERENCE, speedup_table
+from .papers import check_claims
 from .runs import communication_table, label_order, read_runs, step_times
 
 __all__ = ["build_report", "speedup_table", "communication_table", "REFERENCE", "ASV_HTML", "TEMPLATES"]
@@ -106,7 +106,7 @@ def build_report(trace_paths, out_path, config=None, *, asv_html=None,
                                          styles, network, stats[stats["dataset"] == name], target_tolerance))
     screen = answer.first_screen(runs, stats, order)
     paper = (config or {}).get("reproduces")
-    claims = claims_mod.check_claims(frame, runs)
+    claims = check_claims(frame, runs)
     page = render(
         header=sections.header(runs, names, order), reference=REFERENCE,
         reproduction=sections.reproduction(paper, frame, runs, claims, target_tolerance) if paper else None,

@@ -36,9 +36,9 @@ import pandas as pd
 
 from . import costmodel
 from .chains import TARGET_TOLERANCE
-from .claims import check_claims, flips, sensitivity_text
+from .claims import flips, sensitivity_text
 from .entries import Tables
-from .papers import PAPERS
+from .papers import PAPERS, check_claims
 from .runs import communication_table, read_runs
 from .scaling_doc import load_records
 from .summary import runs_table, summary_table
@@ -83,7 +83,7 @@ def tables_from_runs(frame: pd.DataFrame, runs: pd.DataFrame, record: dict, extr
     extra : dict, optional
         Extra tables by name.
     claims : list of reports.claims.Claim, optional
-        :func:`reports.claims.check_claims` of these runs, when the caller has them (the
+        :func:`reports.papers.check_claims` of these runs, when the caller has them (the
         report does); else they are checked here.
     tolerance : float
         Relative tolerance of the summary's time to target (default 0.1 %).

@@ -347,7 +347,7 @@ def diagnosis_section(screen) -> str:
 
 
 def claims_section(found) -> str:
-    """The papers' claims (:func:`reports.claims.check_claims`) as Markdown: per claim its
+    """The papers' claims (:func:`reports.papers.check_claims`) as Markdown: per claim its
     verdict, the claim, what was measured, the criterion and the table of its draws."""
     parts = []
     for c in found:
@@ -465,7 +465,7 @@ def splice(old: str, new: str) -> str:
 def trace_sections(paths) -> dict:
     """What the page says from the workflow's trace files, or the ``*.parquet`` files under
     folders among ``paths``, read once: ``screen`` (:func:`reports.answer.first_screen`),
-    ``claims`` (:func:`reports.claims.check_claims`) and ``timing``
+    ``claims`` (:func:`reports.papers.check_claims`) and ``timing``
     (:func:`reports.timing.workflow_timing`, with the runs' job files).
 
     Raises
@@ -475,7 +475,7 @@ def trace_sections(paths) -> dict:
     """
     from .answer import first_screen
     from .chains import chain_statistics
-    from .claims import check_claims
+    from .papers import check_claims
     from .runs import label_order, read_runs
     from .timing import workflow_timing
 

@@ -9,6 +9,10 @@ import pandas as pd
 import pytest
 
 from dpmmbench.reports import claims
+from dpmmbench.reports.papers import check_claims
+from dpmmbench.reports.papers.chang2013 import claim as chang_claim
+from dpmmbench.reports.papers.daume2007 import claim as daume_claim
+from dpmmbench.reports.papers.wang2017 import claim as wang_claim
 from dpmmbench.reports.runs import read_runs
 from dpmmbench.reports.traces import TRACE_COLUMNS, write_trace
 
@@ -61,13 +65,16 @@ def test_draws_are_the_same_data_set_with_another_seed():
     assert claims.draw_of("synth-wang2017?scale=0.2&seed=2")[0] != claims.draw_of("synth-wang2017?scale=0.1")[0]
     # no seed parameter: one draw; a name this build does not know: its own data set
     assert claims.draw_of("reuters?drop_top=10&vocab=1000") == ("reuters?drop_top=10&vocab=1000", None)
+    # a corpus's seed picks a subset of its documents: another draw only when the subset is not all of them
+    assert claims.draw_of("reuters?seed=2") == ("reuters", None)
+    assert claims.draw_of("reuters?n=120&seed=2") == ("reuters?n=120", 2)
     assert claims.draw_of("plugin-set?seed=3") == ("plugin-set?seed=3", None)
 
 
 def test_the_rule_is_two_thirds_of_at_least_three_draws_rounded_up():
     assert claims.MIN_DRAWS == 3 and claims.HOLD_FRACTION == pytest.approx(2 / 3)
     assert [claims.draws_needed(n) for n in range(3, 8)] == [2, 3, 4, 4, 5]
-    for check in (claims.chang2013, claims.wang2017):
+    for check in (chang_claim.check, wang_claim.check):
         assert "held on at least 2 of 3 draws" in check(pd.DataFrame(columns=["dataset", "algorithm", "final_vi",
                                                                               "bytes", "workers", "label"])).criterion
 
@@ -91,7 +98,7 @@ def test_chang_is_decided_over_three_draws(grid, held, verdict):
     """gibbs stays stuck on ``held`` of the three draws and escapes to the plateau on the others."""
     for i, dataset in enumerate(DRAWS):
         _chang(grid, dataset, gibbs_final=-110_000.0 if i < held else -100_010.0)
-    claim = claims.chang2013(grid.read()[1])
+    claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == verdict
     # the first sentence: the verdict, on how many draws, and the main reason
     first = claim.summary.split(". ", 1)[0] + "."
@@ -123,7 +130,7 @@ def test_chang_is_decided_over_three_draws(grid, held, verdict):
 def test_chang_on_two_draws_is_not_decided_and_says_it_needs_three(grid):
     for dataset in DRAWS[:2]:
         _chang(grid, dataset)
-    claim = claims.chang2013(grid.read()[1])
+    claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == claims.UNDECIDED
     assert "a verdict needs at least 3 draws" in claim.summary
     assert "held on 2 of 2 draws (seed=0: held, " in claim.summary and "; seed=1: held, " in claim.summary
@@ -134,7 +141,7 @@ def test_chang_on_two_draws_is_not_decided_and_says_it_needs_three(grid):
 def test_chang_on_one_draw_is_not_decided(grid):
     """What the claim had been decided on before it was decided over draws: one data set."""
     _chang(grid, "synth-chang2013")
-    claim = claims.chang2013(grid.read()[1])
+    claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == claims.UNDECIDED
     assert "held on 1 of 1 draw (seed=0: held, " in claim.summary and "fsd and gibbs stayed below it" in claim.summary
     assert "run 2 more, e.g. synth-chang2013?seed=1 and synth-chang2013?seed=2" in claim.summary
@@ -145,7 +152,7 @@ def test_chang_draws_out_of_scope_are_listed_and_do_not_count(grid):
     _chang(grid, DRAWS[0])
     _chang(grid, DRAWS[1])
     _chang(grid, DRAWS[2], iterations=50, gibbs_final=-100_010.0)
-    claim = claims.chang2013(grid.read()[1])
+    claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == claims.UNDECIDED and "held on 2 of 2 draws" in claim.summary
     assert "Not counted: On synth-chang2013?seed=2: " in claim.summary
     assert "iterations subc 50, fsd 50, gibbs 50 (needs 200)" in claim.summary
@@ -153,7 +160,7 @@ def test_chang_draws_out_of_scope_are_listed_and_do_not_count(grid):
     assert not claim.table.loc[claim.table["draw"] == "seed=2", "decides"].any()
     # a third draw in scope decides it
     _chang(grid, "synth-chang2013?seed=3")
-    assert claims.chang2013(grid.read()[1]).verdict == claims.HELD
+    assert chang_claim.check(grid.read()[1]).verdict == claims.HELD
 
 
 @pytest.mark.parametrize("points, iterations, need", [(20_000, 500, "20,000 points (needs 100,000)"),
@@ -162,9 +169,9 @@ def test_chang_draws_out_of_scope_are_listed_and_do_not_count(grid):
 def test_chang_below_its_scale_is_not_decided_and_names_the_requirement(grid, points, iterations, need):
     for seed in (0, 1, 2):
         _chang(grid, f"synth-chang2013?n={points}&seed={seed}", points=points, iterations=iterations)
-    claim = claims.chang2013(grid.read()[1])
+    claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == claims.UNDECIDED == "not decided at this budget"
-    assert claim.scope is claims.CHANG_SCOPE
+    assert claim.scope is chang_claim.CHANG_SCOPE
     assert "at least 100,000 points and 200 iterations per chain" in claim.summary
     assert need in claim.summary
     # what was measured there is still shown, marked as not deciding
@@ -177,7 +184,7 @@ def test_chang_counts_only_the_data_sets_at_scale(grid):
         _chang(grid, f"synth-chang2013?n=20000&seed={seed}", points=20_000, gibbs_final=-100_005.0)
     for dataset in DRAWS:
         _chang(grid, dataset)
-    claim = claims.chang2013(grid.read()[1])
+    claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == claims.HELD and "On synth-chang2013, held on 3 of 3 draws" in claim.summary
     assert "Not counted:" in claim.summary and "20,000 points (needs 100,000)" in claim.summary
     # different sizes are different data sets, not draws of one
@@ -191,7 +198,7 @@ def test_chang_counts_the_chains_that_ran_long_enough(grid):
     for dataset in DRAWS:
         _chang(grid, dataset, iterations=50, gibbs_final=-100_001.0)  # at the plateau, but too briefly to count
         _chang(grid, dataset, iterations=200, time_s=30.0, suffix="-200it")
-    claim = claims.chang2013(grid.read()[1])
+    claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == claims.HELD
     assert "not counted, shorter than 200 iterations per chain: subc, fsd and gibbs" in claim.summary
     assert set(claim.table.loc[claim.table["decides"], "algorithm"]) == {"subc-200it", "fsd-200it", "gibbs-200it"}
@@ -213,7 +220,7 @@ MNIST = ("mnist10k?n=3000", "mnist10k?n=3000&seed=1", "mnist10k?n=3000&seed=2")
 def test_daume_below_its_scale_or_budget_is_not_decided(grid, tmp_path):
     for seed in (0, 1, 2):
         _daume(grid, f"mnist10k?n=1000&seed={seed}", 1_000, (-600.0, -610.0))
-    claim = claims.daume2007(*grid.read())
+    claim = daume_claim.check(*grid.read())
     assert claim.verdict == claims.UNDECIDED
     assert "at least 3,000 points" in claim.summary and "1,000 points (needs 3,000)" in claim.summary
     assert "search higher by" in claim.summary  # measured, not counted
@@ -221,14 +228,14 @@ def test_daume_below_its_scale_or_budget_is_not_decided(grid, tmp_path):
     short = Grid(tmp_path / "short")
     for dataset in MNIST:
         _daume(short, dataset, 3_000, (-600.0, -610.0), gibbs_ends=(0.5, 0.5))
-    short = claims.daume2007(*short.read())
+    short = daume_claim.check(*short.read())
     assert short.verdict == claims.UNDECIDED and "ran only 0.5 s, less than the search" in short.summary
     assert short.draws["outcome"].eq("not counted: every baseline ran less time than the search").all()
     # a baseline that ran less time than the search and still is not below it: against the claim
     ahead = Grid(tmp_path / "ahead")
     for dataset in MNIST:
         _daume(ahead, dataset, 3_000, (-400.0, -410.0), gibbs_ends=(0.5, 0.5))
-    ahead = claims.daume2007(*ahead.read())
+    ahead = daume_claim.check(*ahead.read())
     assert ahead.verdict == claims.FAILED and "gibbs not lower in less time" in ahead.summary
 
 
@@ -236,7 +243,7 @@ def test_daume_below_its_scale_or_budget_is_not_decided(grid, tmp_path):
 def test_daume_at_scale_holds_or_not_as_measured(grid, values, verdict):
     for dataset in MNIST:
         _daume(grid, dataset, 3_000, values)
-    claim = claims.daume2007(*grid.read())
+    claim = daume_claim.check(*grid.read())
     assert claim.verdict == verdict and "On mnist10k?n=3000, held on" in claim.summary
     assert claim.summary.startswith("Held on 3 of 3 draws: the search was higher than every baseline at its "
                                     "finishing time. " if verdict == claims.HELD else
@@ -253,7 +260,7 @@ def test_daume_one_bad_draw_of_three_does_not_decide_it(grid):
     _daume(grid, MNIST[0], 3_000, (-400.0, -410.0))  # the baseline is higher on this draw only
     for dataset in MNIST[1:]:
         _daume(grid, dataset, 3_000, (-600.0, -610.0))
-    claim = claims.daume2007(*grid.read())
+    claim = daume_claim.check(*grid.read())
     assert claim.verdict == claims.HELD and "held on 2 of 3 draws" in claim.summary
     assert "seed=0: did not hold, search vs gibbs at 1 s: -500.0 vs -405.0 nats, gibbs higher by 95.0 nats" \
         in claim.summary
@@ -262,12 +269,12 @@ def test_daume_one_bad_draw_of_three_does_not_decide_it(grid):
 def test_daume_on_a_data_set_without_seed_has_one_draw(grid):
     """A text corpus has no seed: its one draw never decides; the MNIST draws beside it do."""
     _daume(grid, "reuters?drop_top=10&vocab=1000", 5_000, (-400.0, -410.0))
-    alone = claims.daume2007(*grid.read())
+    alone = daume_claim.check(*grid.read())
     assert alone.verdict == claims.UNDECIDED and "held on 0 of 1 draw" in alone.summary
     assert "this data set has no seed: it has one draw, so it cannot decide the claim" in alone.summary
     for dataset in MNIST:
         _daume(grid, dataset, 3_000, (-600.0, -610.0))
-    both = claims.daume2007(*grid.read())
+    both = daume_claim.check(*grid.read())
     assert both.verdict == claims.HELD and "On mnist10k?n=3000, held on 3 of 3 draws" in both.summary
     assert both.draws["draw"].tolist() == ["reuters?drop_top=10&vocab=1000", "seed=0", "seed=1", "seed=2"]
 
@@ -286,13 +293,13 @@ def _wang(grid, dataset, points, workers, comparator_bytes, seeds=(0,)):
 def test_wang_below_its_scale_is_not_decided(grid, tmp_path):
     for dataset in WANG[:3]:
         _wang(grid, dataset, 50_000, 1, 50_000)
-    one = claims.wang2017(grid.read()[1])
+    one = wang_claim.check(grid.read()[1])
     assert one.verdict == claims.UNDECIDED and "runs on 2 or more workers" in one.summary
     assert "auxvar and cons-prog ran on fewer than 2 workers only" in one.summary
     small = Grid(tmp_path / "small")
     for seed in (0, 1, 2):
         _wang(small, f"synth-wang2017?scale=0.02&seed={seed}", 2_000, 2, 50_000)
-    small = claims.wang2017(small.read()[1])
+    small = wang_claim.check(small.read()[1])
     assert small.verdict == claims.UNDECIDED and "2,000 points (needs 12,800)" in small.summary
     assert "moves 50x the bytes" in small.summary
 
@@ -301,7 +308,7 @@ def test_wang_below_its_scale_is_not_decided(grid, tmp_path):
 def test_wang_at_scale_holds_or_not_as_measured(grid, comparator_bytes, verdict):
     for dataset in WANG[:3]:
         _wang(grid, dataset, 50_000, 2, comparator_bytes, seeds=(0, 1))
-    claim = claims.wang2017(grid.read()[1])
+    claim = wang_claim.check(grid.read()[1])
     assert claim.verdict == verdict
     assert claim.summary.startswith(
         "Held on 3 of 3 draws: every comparator moves at least 10x the consolidation samplers' bytes. "
@@ -320,7 +327,7 @@ def test_wang_on_four_draws_needs_three(grid, held, verdict):
     """On 4 draws, 2/3 rounded up is 3: two of four is not enough."""
     for i, dataset in enumerate(WANG):
         _wang(grid, dataset, 50_000, 2, 50_000 if i < held else 5_000)
-    claim = claims.wang2017(grid.read()[1])
+    claim = wang_claim.check(grid.read()[1])
     assert claim.verdict == verdict and f"held on {held} of 4 draws" in claim.summary
     assert "(needs 3 of 4)" in claim.summary
 
@@ -330,7 +337,7 @@ def test_missing_runs_are_still_could_not_be_checked(grid):
         _wang(grid, dataset, 50_000, 2, 50_000)
     frame, runs = grid.read()
     runs = runs.assign(algorithm="gibbs", label="gibbs")
-    found = claims.check_claims(frame, runs)
+    found = check_claims(frame, runs)
     assert [c.verdict for c in found] == [claims.UNCHECKED] * 3
 
 
@@ -341,7 +348,7 @@ def test_report_and_results_doc_show_a_row_per_draw(grid):
     for i, dataset in enumerate(DRAWS):
         _chang(grid, dataset, gibbs_final=-110_000.0 if i < 2 else -100_010.0)
     _chang(grid, "synth-chang2013?seed=3", iterations=50)
-    chang = claims.chang2013(grid.read()[1])
+    chang = chang_claim.check(grid.read()[1])
     shown = _sections.claims([chang])[0]
     assert [row[1].parts[0] for row in shown["draws"].rows] == ["seed=0", "seed=1", "seed=2", "seed=3"]
     assert [row[2].parts[0] for row in shown["draws"].rows][:3] == ["held", "held", "did not hold"]

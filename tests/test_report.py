@@ -17,6 +17,9 @@ from dpmmbench import algorithms
 from dpmmbench import datasets
 from dpmmbench.reports import chains as chain_stats
 from dpmmbench.reports import claims, costmodel
+from dpmmbench.reports.papers import check_claims
+from dpmmbench.reports.papers.chang2013 import claim as chang_claim
+from dpmmbench.reports.papers.daume2007 import claim as daume_claim
 from dpmmbench.reports.report import build_report
 from dpmmbench.reports.runs import read_runs
 from dpmmbench.reports.traces import read_trace, write_trace
@@ -261,13 +264,13 @@ def test_peers_settings_are_shown_and_linked(report, traces):
 @pytest.mark.slow
 def test_claims_are_measured_or_say_what_is_missing(traces):
     frame, runs = read_runs(traces)
-    chang, daume, wang = claims.check_claims(frame, runs)
+    chang, daume, wang = check_claims(frame, runs)
 
     # Chang & Fisher: subc and gibbs ran on their synthetic data, fsd and gibbs-supercluster did
     # not; 200 points and a few iterations are far below the claim's scale: measured, not decided
     assert chang.verdict == claims.UNDECIDED
     assert "fsd" in chang.summary and "gibbs-supercluster" in chang.summary and "not in this grid" in chang.summary
-    assert f"{len(datasets.load(DATA).X):,} points (needs {claims.CHANG_SCOPE.points:,})" in chang.summary
+    assert f"{len(datasets.load(DATA).X):,} points (needs {chang_claim.CHANG_SCOPE.points:,})" in chang.summary
     plateau = runs.loc[runs["dataset"] == DATA, "final_log_joint"].max()
     assert f"plateau {plateau:,.1f} nats" in chang.summary
 
@@ -283,7 +286,7 @@ def test_claims_are_measured_or_say_what_is_missing(traces):
         rows = daume.table[daume.table["algorithm"] == label]  # a row per chain (seed)
         assert sorted(rows["log joint at that time"]) == pytest.approx(sorted(values))
     # 200 points: below the claim's scale, every comparison is measured but none decides
-    assert daume.verdict == claims.UNDECIDED and f"(needs {claims.DAUME_SCOPE.points:,})" in daume.summary
+    assert daume.verdict == claims.UNDECIDED and f"(needs {daume_claim.DAUME_SCOPE.points:,})" in daume.summary
 
     # Wang & Lin: no consolidation sampler communicated, and the summary says why
     assert wang.verdict == claims.UNCHECKED

@@ -4,7 +4,7 @@ and their baselines (Figures 4 and 5), from ``workflows/config/chang2013.yaml``'
 Every entry compares medians over a setting's chains (two seeds) of the final log joint, the
 final number of clusters and, where the data have labels, the final VI to them. A median chain
 is *at the plateau* of a comparison when its final log joint is within
-:data:`reports.claims.PLATEAU_RTOL` of the best final log joint of any chain in that
+:data:`reports.papers.chang2013.claim.PLATEAU_RTOL` of the best final log joint of any chain in that
 comparison (the rule of the suite's own Chang & Fisher claim). Log joints of different data
 sets, or of different concentrations, are never compared with each other.
 """
@@ -17,7 +17,8 @@ import pandas as pd
 
 from dpmmbench.datasets import describe
 from ... import figures
-from ...claims import CHANG_SCOPE, PLATEAU_RTOL, Criterion, decide, regime_note
+from ...claims import Criterion, decide, regime_note
+from .claim import CHANG_SCOPE, PLATEAU_RTOL
 from ...entries import INCONCLUSIVE, NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
 from ...scaling_doc import speedups
 
@@ -87,7 +88,7 @@ CHAIN_COLUMNS = ("dataset", "name", "seed", "workers", "iterations", "time_s", "
 RTOL = "plateau tolerance (relative)"
 VI_SLACK = "VI change allowed (nats)"
 #: the paper's regime: chains long enough to converge; the suite's Chang & Fisher claim counts a
-#: chain from this many iterations (:data:`reports.claims.CHANG_SCOPE`), and a shorter one
+#: chain from this many iterations (:data:`reports.papers.chang2013.claim.CHANG_SCOPE`), and a shorter one
 #: measures the budget
 PAPER_ITERATIONS = CHANG_SCOPE.iterations
 PAPER_REGIME = "chains run for minutes to hours"

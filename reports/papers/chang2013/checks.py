@@ -36,7 +36,8 @@ from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.families.normal_known import IsotropicStats, NormalKnownCovariance
 
 from ... import figures
-from ...claims import PLATEAU_RTOL, Criterion, decide
+from ...claims import Criterion, decide
+from .claim import PLATEAU_RTOL
 from ...entries import Entry, not_measured, rerun_text
 from ...metrics import log_joint
 
@@ -54,7 +55,7 @@ MERGE_CEILING = 1e-16
 #: median, the most sub-cluster-like split of it), and two generating components of 128 points
 CASES = {"one component cut at its median": 1, "two components of 128 points": 2}
 #: the sharding experiment: the paper's synthetic set, subc from one cluster, the 200 iterations
-#: the suite's claim needs there (reports.claims.CHANG_SCOPE), these seeds
+#: the suite's claim needs there (reports.papers.chang2013.claim.CHANG_SCOPE), these seeds
 SHARD_DATA, SHARD_ITERATIONS, SHARD_SEEDS, SHARDS = "synth-chang2013", 200, (0, 1, 2), 2
 #: "does not aid the convergence, only the speed": the sharded chain needs the in-process
 #: chain's iterations to the plateau within this relative tolerance either way (fewer would be

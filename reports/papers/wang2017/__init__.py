@@ -18,7 +18,8 @@ import pandas as pd
 from ... import costmodel, figures
 from ...scaling_doc import frame as scaling_rows
 from ...chains import TARGET_TOLERANCE
-from ...claims import WANG_FACTOR, Criterion, decide
+from ...claims import Criterion, decide
+from .claim import WANG_FACTOR
 from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
 
 TITLE = ("Wang & Lin (2017), Scalable estimation of Dirichlet process mixture models on distributed data "
