@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,6 +98,35 @@ def test_daume_measurements_and_entries():
     assert daume.initialisation_entry({"initialisation": {**PROVENANCE, "result": apart}}).verdict == REPRODUCED
     mixed = {**init, "finals": {"a": {"0": [-100.0, 3], "1": [-150.0, 3]}, "b": {"0": [-101.0, 3], "1": [-151.0, 3]}}}
     assert daume.initialisation_entry({"initialisation": {**PROVENANCE, "result": mixed}}).verdict == NOT_REPRODUCED
+
+
+def test_the_artificial_study_is_a_measurement_its_entries_read():
+    """Daumé's artificial-data figures from a small run of the study: every heuristic, the
+    admissible one only where N^2 x beam fits its budget; the entries read it from checks.json."""
+    import pandas as pd
+
+    from dpmmbench.reports import reproductions
+    from dpmmbench.reports.papers import daume2007 as paper
+
+    result = daume.measure_artificial(sizes=(12, 20), beams=(1, 10), admissible_budget=2_000)
+    rows = pd.DataFrame(result["rows"])
+    assert set(rows["heuristic"]) == set(daume.HEURISTICS)
+    admissible = rows[rows["heuristic"] == "admissible"]
+    assert set(zip(admissible["n"], admissible["beam"])) == {(12, 1), (12, 10), (20, 1)}  # 4,000 > 2,000
+    assert np.isfinite(rows["gap_to_truth"]).all() and (rows["states_popped"] >= rows["n"]).all()
+    assert (rows["states_pushed"] >= rows["states_popped"]).all() and (rows["cpu_s"] >= 0).all()
+    # the committed record, with this study in its checks instead of its own
+    tables = reproductions.load(Path(__file__).resolve().parents[1] / "docs" / "reproductions" / "daume2007")
+    tables.checks = {"artificial": {**PROVENANCE, "result": result}}
+    entries = {e.item: e for e in paper.entries(tables)}
+    enqueued = entries["Artificial data: # of enqueued points"]
+    assert enqueued.verdict != NOT_COMPARABLE and "--only artificial" in enqueued.rerun
+    assert "--only artificial" in entries["Artificial data: likelihood ratio and speed (seconds)"].rerun
+    # with no beam >= 10 that both heuristics ran, the comparison is named as impossible
+    small = [r for r in result["rows"] if not (r["heuristic"] == "admissible" and r["beam"] == 10)]
+    tables.checks = {"artificial": {**PROVENANCE, "result": {**result, "rows": small}}}
+    entries = {e.item: e for e in paper.entries(tables)}
+    assert entries["Artificial data: # of enqueued points"].verdict == NOT_COMPARABLE
 
 
 def test_the_command_keeps_each_measurement_with_its_commit(tmp_path, monkeypatch):

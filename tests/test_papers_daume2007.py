@@ -81,7 +81,7 @@ def test_missing_runs_are_named():
     mnist = entries["Real data: MNIST (table)"]
     assert mnist.verdict == NOT_COMPARABLE and "search-increasing on mnist10k" in mnist.measured
     assert entries["Artificial data: # of enqueued points"].verdict == NOT_COMPARABLE
-    assert "reproduce_daume2007.py" in entries["Artificial data: # of enqueued points"].measured
+    assert "paper_checks daume2007 --only artificial" in entries["Artificial data: # of enqueued points"].measured
 
 
 def test_a_sampler_with_no_completed_sweep_at_the_searchs_time_is_inconclusive_there():

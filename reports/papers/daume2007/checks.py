@@ -1,6 +1,7 @@
 """Daumé (2007)'s claims that need a small measurement of their own, not the config's chains:
-the search's data order over many random orders (the NIPS table's "random order" is one draw)
-and the samplers' sensitivity to their initialisation (the talk's "Personal Observation").
+the artificial-data study (every heuristic and beam size on small 2-D Gaussian sets), the
+search's data order over many random orders (the NIPS table's "random order" is one draw) and
+the samplers' sensitivity to their initialisation (the talk's "Personal Observation").
 ``python -m dpmmbench.workflows.scripts.paper_checks daume2007`` runs them and keeps them, with
 their commit and machine, in ``docs/reproductions/daume2007/checks.json``; the entries below
 read that record.
@@ -19,7 +20,7 @@ from dpmmbench.algorithms.search import map_search
 
 from ...claims import Criterion, decide
 from ...entries import Entry, not_measured, rerun_text
-from ...metrics import log_joint
+from ...metrics import log_joint, vi
 
 #: the command that writes this module's record
 COMMAND = "python -m dpmmbench.workflows.scripts.paper_checks daume2007"
@@ -93,13 +94,64 @@ def measure_initialisation(dataset: str = INIT_DATA, sweeps: int = INIT_SWEEPS, 
             "alpha": ALPHA, "sampler": "gibbs", "finals": finals}
 
 
+#: the artificial-data study: Chang & Fisher's recipe with five clusters at these sizes, every
+#: heuristic at these beams; the admissible heuristic costs O(N^2 K) predictives per state, so it
+#: runs only where N^2 x beam stays within the budget
+ARTIFICIAL_SIZES, ARTIFICIAL_BEAMS, ADMISSIBLE_BUDGET = (25, 50, 100, 200), (1, 10, 100, 1000), 2.5e5
+HEURISTICS = ("trivial", "admissible", "inadmissible")
+
+
+def measure_artificial(sizes=ARTIFICIAL_SIZES, beams=ARTIFICIAL_BEAMS, admissible_budget: float = ADMISSIBLE_BUDGET,
+                       ) -> dict:
+    """The talk's artificial-data figures: per size, heuristic and beam, the search's log joint
+    against the generating partition's, its CPU seconds and the states it pushed and popped.
+
+    Returns
+    -------
+    dict
+        Settings and ``rows``: one dict per search (``n, heuristic, beam, log_joint,
+        log_joint_truth, gap_to_truth, cpu_s, states_pushed, states_popped, n_clusters, vi``).
+    """
+    rows = []
+    for n in sizes:
+        ds = datasets.load(f"synth-chang2013?n={n}&n_clusters=5")
+        if not rows:  # compile (or load) every heuristic's kernels off the clock
+            for heuristic in HEURISTICS:
+                map_search(ds.X[:min(30, n)], ds.family, ALPHA, heuristic=heuristic, beam=5)
+        truth = log_joint(ds.X, ds.labels, ds.family, ALPHA)
+        for heuristic in HEURISTICS:
+            for beam in beams:
+                if heuristic == "admissible" and n * n * beam > admissible_budget:
+                    continue
+                start = time.process_time()
+                found = map_search(ds.X, ds.family, ALPHA, heuristic=heuristic, beam=beam)
+                cpu = time.process_time() - start
+                score = log_joint(ds.X, found.labels, ds.family, ALPHA)
+                rows.append({"dataset": ds.name, "n": n, "heuristic": heuristic, "beam": beam, "log_joint": score,
+                             "log_joint_truth": truth, "gap_to_truth": score - truth, "cpu_s": cpu,
+                             "states_pushed": found.states_pushed, "states_popped": found.states_popped,
+                             "n_clusters": int(found.labels.max()) + 1, "vi": vi(found.labels, ds.labels)})
+    return {"alpha": ALPHA, "sizes": list(sizes), "beams": list(beams), "admissible_budget": admissible_budget,
+            "rows": rows}
+
+
+def artificial_table(tables) -> pd.DataFrame:
+    """The artificial-data study's rows: this record's measurement (``checks.json``), else the
+    table an older record kept (``artificial.csv``), else empty."""
+    kept = (tables.checks or {}).get("artificial")
+    if kept:
+        return pd.DataFrame(kept["result"]["rows"])
+    return tables.extra.get("artificial", pd.DataFrame())
+
+
 def _neg(x: float) -> str:
     """A log joint as the talk writes its scores (as the package's tables do)."""
     return "n/a" if not math.isfinite(x) else f"{-x:.3e}"
 
 
 #: name -> measurement, in the order the record keeps them
-MEASUREMENTS = {"orders": measure_orders, "initialisation": measure_initialisation}
+MEASUREMENTS = {"artificial": measure_artificial, "orders": measure_orders,
+                "initialisation": measure_initialisation}
 
 
 def orders_entry(checks: dict) -> Entry:
