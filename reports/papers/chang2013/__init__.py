@@ -274,7 +274,7 @@ def k_init(tables) -> Entry:
     """Figure 4, first column: from one cluster the baselines without split/merge moves stay
     below the plateau while the sub-cluster samplers reach it; from 50 clusters the baselines
     do better."""
-    item = "Figure 4, first column (initial clusters K, one core; synthetic data)"
+    item = "Figure 4, first column (initial clusters K, one core; synthetic data; p. 8)"
     paper = ("\"the samplers without split/merge proposals (FSD, GIBBS, GIBBS+SC) perform very poorly when the "
              "initial number of clusters and the concentration parameter is small\"; \"GIBBS+SC performs even "
              "worse than regular Gibbs sampling\"; SUBC+SUPC \"is comparable to SUBC\"; \"the approximate "
@@ -384,7 +384,7 @@ def _side_findings(one: pd.DataFrame, fifty: pd.DataFrame, times: dict, tol: flo
 # ---- Figure 4, second column: the concentration ----------------------------------------------
 def concentration(tables) -> Entry:
     """Figure 4, second column: α = 1 against α = 100 from one cluster."""
-    item = "Figure 4, second column (concentration α, one core; synthetic data)"
+    item = "Figure 4, second column (concentration α, one core; synthetic data; p. 8)"
     paper = ("\"In this high data regime, α should have little effect on the resulting clusters. However, we find "
              "that the samplers without split/merge proposals (FSD, GIBBS, GIBBS+SC) perform very poorly when the "
              "initial number of clusters and the concentration parameter is small\" (Section 6, Figure 4).")
@@ -447,7 +447,7 @@ def concentration(tables) -> Entry:
 # ---- Figure 4, third column: 16 cores --------------------------------------------------------
 def cores(tables) -> Entry:
     """Figure 4, third column: the speed-up on 16 cores, with what two workers measured here."""
-    item = f"Figure 4, third column ({PAPER_CORES} cores; synthetic data)"
+    item = f"Figure 4, third column ({PAPER_CORES} cores; synthetic data; p. 8)"
     paper = ("\"The four inter-cluster parallelizable algorithms, SUBC, SUBC+SUPC, SUBC+SUPC APPROX, and FSD exhibit "
              "an order of magnitude speedup, while the the intra-cluster parallelizable algorithm GIBBS+SUPC only "
              "has minor gains\" on 16 cores (Section 6, Figure 4).")
@@ -578,7 +578,7 @@ def _modelled(scaling: pd.DataFrame) -> list:
 def mnist(tables) -> Entry:
     """Figure 5a: only the sub-cluster samplers agree across the two initialisations, and they
     hold the best sample."""
-    item = "Figure 5a (MNIST, two initialisations)"
+    item = "Figure 5a (MNIST, two initialisations; p. 8)"
     paper = ("\"in the allotted time, no algorithms besides the proposed methods converge to the same log likelihood "
              "with the two different initializations on the larger datasets. The presented sub-cluster methods "
              "converge faster to a better sample than other algorithms converge to a worse sample.\" (Section 6, "
@@ -639,7 +639,7 @@ def mnist(tables) -> Entry:
 def corpora(tables) -> Entry:
     """Figure 5b-e: on a small corpus the GIBBS methods end slightly ahead of the sub-cluster
     methods."""
-    item = "Figure 5b-e (multinomial corpora; small corpora only)"
+    item = "Figure 5b-e (multinomial corpora; small corpora only; p. 8)"
     paper = ("\"On the small, Associated Press dataset, the proposed methods actually perform slightly worse than the "
              "GIBBS methods\" (AP: 2,246 documents, Figure 5b); on the larger Enron, NYTimes and PubMed sets the "
              "sub-cluster methods converge to better samples (Figure 5c-e).")
@@ -703,7 +703,7 @@ EXACT_BASELINES = GIBBS_METHODS
 def faster_than_exact(tables) -> Entry:
     """The conclusion: SUBC reaches the plateau orders of magnitude sooner than the other exact
     MCMC samplers, on every data set and start of the record."""
-    item = "Conclusion (Section 7): speed against other exact MCMC methods"
+    item = "Section 7, p. 8 (conclusion: speed against other exact MCMC methods)"
     paper = ("\"Results on both synthetic and real data demonstrate that the speed of the sampler is orders of "
              "magnitude faster than other exact MCMC methods.\" (Section 7)")
     data = chains(tables)
@@ -768,7 +768,7 @@ AP_FACTOR = "factor allowed"
 
 def ap_clusters(tables) -> Entry:
     """Section 6: on AP the samplers infer about 20 clusters of about 100 documents."""
-    item = "Section 6, Associated Press: clusters inferred"
+    item = "Section 6, p. 8 (Associated Press: clusters inferred)"
     paper = ("\"Approximately 20 clusters are inferred for this dataset, resulting in approximately 100 observations "
              "for each cluster.\" (Section 6, AP: 2,246 documents, 10,473 words)")
     data = chains(tables)
