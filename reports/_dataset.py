@@ -185,7 +185,7 @@ def leaderboard(stats: pd.DataFrame, labels, tolerance: float, peers=frozenset()
             row += [_interval(r, "final_nmi", lambda x: fmt.num(x, 3)), _interval(r, "final_vi", lambda x: fmt.num(x, 3))]
         row += [_interval(r, "final_n_clusters", fmt.whole), _interval(r, "time_s", fmt.secs)]
         rows.append(row)
-    head = ["algorithm", "chains", "R̂ log joint / clusters", "ESS bulk / tail", "ESS / s", "time to target",
+    head = ["run", "chains", "R̂ log joint / clusters", "ESS bulk / tail", "ESS / s", "time to target",
             "held-out log predictive"]
     head += ["NMI", "VI (nats)"] if with_truth else []
     head += ["final clusters", "sampler time"]
@@ -269,7 +269,7 @@ def _overview_table(runs, labels) -> Table:
                      fmt.whole(g["final_n_clusters"].median()), fmt.num(g["final_vi"].median(), 3),
                      fmt.num(g["heldout_lpd"].median(), 4),
                      fmt.num(g["alpha"].median(), 3) + (" (learned)" if g["learned_alpha"].any() else "")])
-    return table(["algorithm", "seeds", "iterations", "sampler time", "time / iteration",
+    return table(["run", "seeds", "iterations", "sampler time", "time / iteration",
                   "final log joint (nats) median [min, max]", "final clusters", "final VI (nats)",
                   "held-out log predictive (nats / point)", "final α"],
                  rows, caption="Where the chains ended (medians over seeds). Held-out log predictive: the "
@@ -298,7 +298,7 @@ def _speedup(frame, runs, labels, styles) -> dict | None:
         rows.append([label, f"{r['reached']} / {r['seeds']}", fmt.whole(r["iterations_to_target"]),
                      fmt.secs(r["time_to_target"]), f"{r['speedup']:.3g}×{partial}"])
     out = {"target": fmt.nats(target), "learned_left_out": len(fixed) < len(runs),
-           "table": table(["algorithm", "seeds reaching target", "iterations to target", "time to target",
+           "table": table(["run", "seeds reaching target", "iterations to target", "time to target",
                            f"speed-up w.r.t. {REFERENCE}"], rows), "figure": None}
     reached = found.dropna(subset=["speedup"])
     scaled = reached.groupby("name")["workers"].transform("nunique") > 1
@@ -391,7 +391,7 @@ def _scaling_parameters(scaling, names) -> Table:
                      _affine_text(model.messages_fixed, model.messages_per_worker, lambda v: f"{v:.3g}"),
                      "; ".join(f"{int(r.workers)}: {fmt.ms(r.measured_s)} / {fmt.ms(r.model_s)} ({r.error:+.0%})"
                                for r in check.itertuples())])
-    return table(["algorithm", "measured workers", "T_serial", "T_serial per measured W", "C", "c (per shard)",
+    return table(["run", "measured workers", "T_serial", "T_serial per measured W", "C", "c (per shard)",
                   "imbalance ι (W ≥ 2)", "bytes / iteration b(W)", "messages m(W)",
                   "measured / model at measured W (loopback)"], rows,
                  caption="Fitted parameters of the cost model (times per iteration). The last column is the model "
@@ -415,7 +415,7 @@ def _scaling_predictions(scaling, names, with_reference) -> Table:
         rows.append([name, "; ".join(f"{int(w)}: {cell(v)}" for w, v in zip(measured["workers"], measured[value]))]
                     + [cell(curve.loc[w, value]) for w in shown] + [f"{cell(curve.loc[best, value])} at W = {best}"])
     what = f"speed-up per iteration w.r.t. {REFERENCE}" if with_reference else "time per iteration"
-    return table(["algorithm", "measured (W: value)"] + [f"W = {w}" for w in shown] + ["best (model)"], rows,
+    return table(["run", "measured (W: value)"] + [f"W = {w}" for w in shown] + ["best (model)"], rows,
                  caption=f"Model: {what} predicted for W workers on the stated network (a model, not a "
                          f"measurement), next to the measured values.")
 
