@@ -120,9 +120,9 @@ def test_chang_is_decided_over_three_draws(grid, held, verdict):
         assert "gibbs reached it too" in claim.summary
     # and a row per draw, method and seed: the chains behind it
     assert len(claim.table) == 3 * 3 * 2
-    assert set(zip(claim.table["draw"], claim.table["algorithm"], claim.table["seed"])) == {
+    assert set(zip(claim.table["draw"], claim.table["run"], claim.table["seed"])) == {
         (f"seed={d}", a, s) for d in range(3) for a in ("subc", "fsd", "gibbs") for s in (0, 1)}
-    at = claim.table.set_index(["draw", "algorithm", "seed"])["at plateau"]
+    at = claim.table.set_index(["draw", "run", "seed"])["at plateau"]
     assert at["seed=0", "subc", 0] == "yes" and at["seed=0", "fsd", 1] == "no"
     assert at["seed=2", "gibbs", 0] == ("no" if held == 3 else "yes")
 
@@ -201,7 +201,7 @@ def test_chang_counts_the_chains_that_ran_long_enough(grid):
     claim = chang_claim.check(grid.read()[1])
     assert claim.verdict == claims.HELD
     assert "not counted, shorter than 200 iterations per chain: subc, fsd and gibbs" in claim.summary
-    assert set(claim.table.loc[claim.table["decides"], "algorithm"]) == {"subc-200it", "fsd-200it", "gibbs-200it"}
+    assert set(claim.table.loc[claim.table["decides"], "run"]) == {"subc-200it", "fsd-200it", "gibbs-200it"}
 
 
 # ---- Daumé 2007 -------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def test_daume_at_scale_holds_or_not_as_measured(grid, values, verdict):
     margin = -500.0 - float(np.median(values))
     assert claim.draws["smallest margin (nats)"].tolist() == pytest.approx([margin] * 3)
     assert "search vs gibbs at 1 s: -500.0 vs " in claim.summary
-    gibbs = claim.table[claim.table["algorithm"] == "gibbs"]
+    gibbs = claim.table[claim.table["run"] == "gibbs"]
     assert len(gibbs) == 6 and sorted(set(gibbs["log joint at that time"])) == sorted(values)
 
 

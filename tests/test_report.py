@@ -283,7 +283,7 @@ def test_claims_are_measured_or_say_what_is_missing(traces):
             chain = frame[frame["run"] == run].sort_values("iteration")
             done = chain[chain["time_s"] <= at]
             values.append((done if len(done) else chain.iloc[:1])["log_joint"].iloc[-1])
-        rows = daume.table[daume.table["algorithm"] == label]  # a row per chain (seed)
+        rows = daume.table[daume.table["run"] == label]  # a row per chain (seed)
         assert sorted(rows["log joint at that time"]) == pytest.approx(sorted(values))
     # 200 points: below the claim's scale, every comparison is measured but none decides
     assert daume.verdict == claims.UNDECIDED and f"(needs {daume_claim.DAUME_SCOPE.points:,})" in daume.summary

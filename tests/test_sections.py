@@ -120,7 +120,7 @@ def test_wang_claim_compares_traffic_across_workers_only(scaling_traces):
     traffic between workers compares the 2-worker runs only."""
     frame, runs = read_runs(scaling_traces)
     wang = wang_claim.check(runs)
-    assert set(wang.table["algorithm"]) == {"auxvar (2 workers)", "cons-prog (2 workers)"}
+    assert set(wang.table["run"]) == {"auxvar (2 workers)", "cons-prog (2 workers)"}
     bytes_of = runs[runs["workers"] == 2].set_index("algorithm")["bytes"]
     assert f"moves {bytes_of['auxvar'] / bytes_of['cons-prog']:.3g}x the bytes" in wang.summary
     # traces that do not record their data size (200 points here) are not at the claim's scale:

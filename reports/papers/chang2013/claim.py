@@ -68,7 +68,7 @@ def _chang_draw(dataset: str, ds_runs: pd.DataFrame):
     groups, members = {}, []
     for role, names in (("sub-cluster", CHANG_SUBCLUSTER), ("baseline", CHANG_BASELINES)):
         for label, g in ds_runs[ds_runs["algorithm"].isin(names)].groupby("label", sort=False):
-            entry = {"algorithm": label, "role": role, "iterations": median_count(g["iterations"].median()),
+            entry = {"run": label, "role": role, "iterations": median_count(g["iterations"].median()),
                      "sampler time (s)": float(g["time_s"].median()),
                      "final log joint": float(g["final_log_joint"].median()),
                      "final VI": float(g["final_vi"].median())}
@@ -81,7 +81,7 @@ def _chang_draw(dataset: str, ds_runs: pd.DataFrame):
     short = CHANG_SCOPE.shortfall(points_of(ds_runs), {})
     for entry in subs + bases:
         entry["decides"] = not short and CHANG_SCOPE.long_enough(entry["sampler time (s)"], entry["iterations"])
-    chains = [{"dataset": dataset, "draw": draw_label(dataset), "algorithm": entry["algorithm"],
+    chains = [{"dataset": dataset, "draw": draw_label(dataset), "run": entry["run"],
                "role": entry["role"], "seed": int(r.seed), "iterations": int(r.iterations),
                "sampler time (s)": float(r.time_s), "final log joint": float(r.final_log_joint),
                "gap to plateau": float(r.final_log_joint) - plateau,
@@ -94,12 +94,12 @@ def _chang_draw(dataset: str, ds_runs: pd.DataFrame):
     counted_subs, counted_bases = [e for e in subs if e["decides"]], [e for e in bases if e["decides"]]
     if counted_subs and counted_bases:
         ok, text = _chang_outcome(counted_subs, counted_bases, plateau, tol)
-        brief = [e["algorithm"] for e in subs + bases if not e["decides"]]
+        brief = [e["run"] for e in subs + bases if not e["decides"]]
         if brief:
             text += f" (not counted, shorter than {CHANG_SCOPE.chain_length()}: {and_list(brief)})"
         return Draw(dataset, ok, head + text, numbers=_chang_numbers(counted_subs, counted_bases, plateau, tol),
                      reason=_chang_reason(counted_subs, counted_bases, plateau, tol)), chains
-    short = CHANG_SCOPE.shortfall(points_of(ds_runs), {e["algorithm"]: (e["sampler time (s)"], e["iterations"])
+    short = CHANG_SCOPE.shortfall(points_of(ds_runs), {e["run"]: (e["sampler time (s)"], e["iterations"])
                                                     for e in subs + bases})
     return Draw(dataset, None, head + _chang_outcome(subs, bases, plateau, tol)[1],
                  f"below the claim's scale: {'; '.join(short)}",
@@ -127,24 +127,24 @@ def _chang_outcome(subs, bases, plateau, tol):
     reached = [e for e in bases if e["final log joint"] >= plateau - tol]
     stuck = [e for e in bases if e["final log joint"] < plateau - tol]
     vi_worse = [(s, b) for s in subs for b in bases if not s["final VI"] < b["final VI"]]
-    text = (f"{and_list(e['algorithm'] for e in at)} ended at the plateau" if at
+    text = (f"{and_list(e['run'] for e in at)} ended at the plateau" if at
             else "no sub-cluster sampler reached the plateau")
     if short:
-        text += f"; {and_list(e['algorithm'] for e in short)} ended below it (by {gaps(short)} nats)"
+        text += f"; {and_list(e['run'] for e in short)} ended below it (by {gaps(short)} nats)"
     if stuck:
-        text += f"; {and_list(e['algorithm'] for e in stuck)} stayed below it (by {gaps(stuck)} nats)"
+        text += f"; {and_list(e['run'] for e in stuck)} stayed below it (by {gaps(stuck)} nats)"
     if reached:
-        text += f"; {and_list(e['algorithm'] for e in reached)} reached it too"
+        text += f"; {and_list(e['run'] for e in reached)} reached it too"
     if vi_worse:
-        text += "; VI not lower for " + ", ".join(f"{s['algorithm']} vs {b['algorithm']} ({s['final VI']:.3g} vs "
+        text += "; VI not lower for " + ", ".join(f"{s['run']} vs {b['run']} ({s['final VI']:.3g} vs "
                                                   f"{b['final VI']:.3g})" for s, b in vi_worse)
     return not short and not reached and not vi_worse, text
 
 
 def _chang_reason(subs, bases, plateau, tol) -> str:
     """The main reason Chang & Fisher's claim held on a draw or did not, in a few words."""
-    reached = [e["algorithm"] for e in bases if e["final log joint"] >= plateau - tol]
-    short = [e["algorithm"] for e in subs if e["final log joint"] < plateau - tol]
+    reached = [e["run"] for e in bases if e["final log joint"] >= plateau - tol]
+    short = [e["run"] for e in subs if e["final log joint"] < plateau - tol]
     if reached:
         return f"{and_list(reached)} also reached the plateau"
     if short:

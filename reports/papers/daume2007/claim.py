@@ -72,7 +72,7 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
     for s_label, s_runs in searches.groupby("label", sort=False):
         at = float(s_runs["search_s"].median())
         value = float(s_runs["final_log_joint"].median())
-        chains += [{"dataset": dataset, "draw": draw_label(dataset), "algorithm": s_label, "role": "search",
+        chains += [{"dataset": dataset, "draw": draw_label(dataset), "run": s_label, "role": "search",
                     "seed": int(r.seed), "compared with": "", "compared at (s)": float(r.search_s),
                     "log joint at that time": float(r.final_log_joint), "chain ran to (s)": float(r.time_s)}
                    for r in s_runs.itertuples()]
@@ -87,7 +87,7 @@ def _daume_draw(frame: pd.DataFrame, ds_runs: pd.DataFrame, searches: pd.DataFra
                 lengths.append(float(chain["time_s"].iloc[-1]))
                 above = chain.loc[chain["log_joint"] > value, "time_s"]
                 passes.append(float(above.iloc[0]) if len(above) else math.inf)
-                chains.append({"dataset": dataset, "draw": draw_label(dataset), "algorithm": label,
+                chains.append({"dataset": dataset, "draw": draw_label(dataset), "run": label,
                                "role": "baseline", "seed": int(r.seed), "compared with": s_label,
                                "compared at (s)": at, "log joint at that time": values[-1],
                                "chain ran to (s)": lengths[-1]})

@@ -37,7 +37,7 @@ def check(runs: pd.DataFrame) -> Claim:
     found, rows = [], []
     for dataset in dict.fromkeys(talking["dataset"]):
         here = talking[talking["dataset"] == dataset]
-        rows += [{"dataset": dataset, "draw": draw_label(dataset), "algorithm": r.label,
+        rows += [{"dataset": dataset, "draw": draw_label(dataset), "run": r.label,
                   "kind": kind[r.Index], "seed": int(r.seed), "workers": int(r.workers),
                   "bytes / iteration": float(r.bytes)} for r in here.itertuples()]
         c_bytes = here[kind[here.index] == "consolidation"].groupby("label", sort=False)["bytes"].median()
