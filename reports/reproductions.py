@@ -200,8 +200,9 @@ def _settings_line(tables) -> str:
         runs["learned_alpha"].astype(bool).any() else ""
     options = "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in sorted(opts.items()))
                         for name, opts in rec["options"].items())
-    return (f"Priors and hyper-parameters: {priors} (a Normal-inverse-Wishart's mean and scale come from the data, "
-            f"docs/datasets.md); concentration α {alphas}{learned}"
+    niw = (" (a Normal-inverse-Wishart's mean and scale come from the data, docs/datasets.md)"
+           if "NormalInverseWishart" in priors else "")
+    return (f"Priors and hyper-parameters: {priors}{niw}; concentration α {alphas}{learned}"
             + (f"; options given: {options}" if options else "; every algorithm at its default options") + ".")
 
 
