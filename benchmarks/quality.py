@@ -77,7 +77,8 @@ def trajectory(algorithm: str, ds, budget: float, backend) -> dict:
     points = []
     # what the consolidation samplers say of their new components: created on the workers and
     # merged into existing ones at the master (docs/algorithms.md §8.6)
-    counts = dict.fromkeys(("n_new_components", "n_merges"), 0)
+    keys = ("n_new_components", "n_merges")
+    counts = dict.fromkeys(keys, 0) if set(keys) <= set(sampler.info_columns) else {}
 
     def score(iteration, state, elapsed):
         z = np.asarray(state.labels)
@@ -90,8 +91,7 @@ def trajectory(algorithm: str, ds, budget: float, backend) -> dict:
     shards = getattr(chain.state, "shards", None)
     if shards is not None:
         shards.close()
-    born = {"new_components": counts["n_new_components"], "merged": counts["n_merges"]} \
-        if {"n_new_components", "n_merges"} <= set(sampler.info_columns) else {}
+    born = {"new_components": counts["n_new_components"], "merged": counts["n_merges"]} if counts else {}
     return {"iterations": chain.iterations, "seconds": round(chain.sampler_s, 3), "n_clusters": points[-1][1],
             "nmi": points[-1][2], **born, "trajectory": thin(points)}
 

@@ -194,10 +194,9 @@ def _settings_line(tables) -> str:
         return ("Priors and hyper-parameters: not in this record (collected before records kept them; the "
                 "config's next run has them).")
     priors = "; ".join(f"`{d}`: {family}" for d, family in rec["priors"].items()) or "none recorded"
-    fixed = runs.loc[~runs["learned_alpha"].astype(bool), "alpha"] if "learned_alpha" in runs else runs["alpha"]
-    alphas = ", ".join(f"{a:g}" for a in sorted(pd.unique(fixed.astype(float)))) or "learned only"
-    learned = " (and learned, where a run has an alpha prior)" if "learned_alpha" in runs and \
-        runs["learned_alpha"].astype(bool).any() else ""
+    has_prior = runs["learned_alpha"].astype(bool) if "learned_alpha" in runs else pd.Series(False, index=runs.index)
+    alphas = ", ".join(f"{a:g}" for a in sorted(pd.unique(runs.loc[~has_prior, "alpha"].astype(float)))) or "learned only"
+    learned = " (and learned, where a run has an alpha prior)" if has_prior.any() else ""
     options = "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in sorted(opts.items()))
                         for name, opts in rec["options"].items())
     niw = (" (a Normal-inverse-Wishart's mean and scale come from the data, docs/datasets.md)"

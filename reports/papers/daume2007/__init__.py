@@ -16,7 +16,7 @@ from dpmmbench.datasets import canonical_name
 
 from ... import figures
 from ...claims import Criterion, decide
-from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry, rerun_text
+from ...entries import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Entry
 
 TITLE = "Daumé (2007), Fast search for Dirichlet process mixture models"
 SHORT = "Daumé 2007"
@@ -71,11 +71,7 @@ def entries(tables) -> list:
     """The talk's results in its order (see the module docstring)."""
     from . import checks  # the claims measured on their own (checks.json)
 
-    artificial = checks.artificial_table(tables)
-    check = (tables.checks or {}).get("artificial")
-    rerun = (rerun_text(f"{checks.COMMAND} --only artificial", check) if check else
-             "" if artificial.empty else f"`{checks.COMMAND} --only artificial` (this record's table, `artificial.csv`, "
-                                         "was written by the script it replaced)")
+    artificial, rerun = checks.artificial_study(tables)
     orders, initialisation = checks.entries(tables)
     return [initialisation, _likelihood_ratio(artificial, rerun), _enqueued(artificial, rerun), _mnist(tables),
             _nips_search(tables), _nips_order(tables), orders, _images_per_second(tables)]

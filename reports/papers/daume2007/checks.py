@@ -135,13 +135,15 @@ def measure_artificial(sizes=ARTIFICIAL_SIZES, beams=ARTIFICIAL_BEAMS, admissibl
             "rows": rows}
 
 
-def artificial_table(tables) -> pd.DataFrame:
-    """The artificial-data study's rows: this record's measurement (``checks.json``), else the
-    table an older record kept (``artificial.csv``), else empty."""
+def artificial_study(tables) -> tuple[pd.DataFrame, str]:
+    """The artificial-data study's rows and the entries' rerun line: this record's measurement
+    (``checks.json``), else the table an older record kept (``artificial.csv``), else empty."""
     kept = (tables.checks or {}).get("artificial")
     if kept:
-        return pd.DataFrame(kept["result"]["rows"])
-    return tables.extra.get("artificial", pd.DataFrame())
+        return pd.DataFrame(kept["result"]["rows"]), rerun_text(f"{COMMAND} --only artificial", kept)
+    older = tables.extra.get("artificial", pd.DataFrame())
+    return older, "" if older.empty else (f"`{COMMAND} --only artificial` (this record's table, `artificial.csv`, was "
+                                          "written by the script it replaced)")
 
 
 def _neg(x: float) -> str:
