@@ -212,6 +212,19 @@ def test_corpora_verdict_flips_when_a_sub_cluster_sampler_leads_on_one_corpus():
     assert entry.verdict == NOT_REPRODUCED and "held in 3 of 4" in entry.reason
 
 
+def test_corpora_are_found_as_subsets_and_a_missing_corpus_is_named():
+    """The config subsamples each corpus to AP's size (``wikipedia?n=2246``): the entry finds it
+    under its base name and says its size; a corpus with no chains is named, not compared."""
+    finals = _finals()
+    finals["wikipedia?n=2246"], finals["nyt?n=2246"] = finals.pop("wikipedia"), finals.pop("nyt")
+    entry = paper.corpora(_tables(_runs(finals)))
+    assert entry.verdict == REPRODUCED and "Wikipedia (2,246 documents)" in entry.measured
+    assert set(entry.table["corpus"]) == {"wikipedia?n=2246", "nyt?n=2246"}
+    del finals["nyt?n=2246"]
+    entry = paper.corpora(_tables(_runs(finals)))
+    assert entry.verdict == NOT_COMPARABLE and "every run on nyt" in entry.measured
+
+
 def test_figures_are_png_in_the_papers_axes_and_deterministic():
     runs = _runs(_finals())
     rows = [{"dataset": r.dataset, "variant": r.algorithm, "label": r.algorithm, "algorithm": r.registry,
