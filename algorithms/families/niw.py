@@ -298,9 +298,9 @@ class NormalInverseWishart(Family):
         return self.dim > SMALL_D
 
     def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
-        """See :meth:`Family.fused_subcluster_draw`: a compiled pass for D <= :data:`FUSED_MAX_D`
-        (above, the likelihoods are matrix products and the caller composes them)."""
-        if self.dim > FUSED_MAX_D:
+        """See :meth:`Family.fused_subcluster_draw`: a compiled pass for D <=
+        :data:`FUSED_SUBCLUSTER_MAX_D` (above, the caller composes the step)."""
+        if self.dim > FUSED_SUBCLUSTER_MAX_D:
             return None
         z, zs, (n, s1, s2) = fused_gaussian_subcluster_draw(X, self.mu0, params, log_weights, sub_params,
                                                              sub_log_weights, rng, within)
@@ -553,12 +553,12 @@ def _quadforms_from_product(Y, i, C, K, out):
         out[k] = q
 
 
-def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old, groups, seeds, block, z, zs, n, s1,
-                           s2):
+def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old, groups, seeds, block, z, zs,
+                           stats, n, s1, s2):
     """Chang & Fisher's label step in one pass (few dimensions): each point's label among the
     clusters of its old cluster's group (``groups[old[r]]``), then its sub-label between the two
-    sub-clusters of that cluster only, then its share of the 2K sub-cluster statistics, per row
-    chunk. Points are centred at ``shift``.
+    sub-clusters of that cluster only, then (with ``stats``) its share of the 2K sub-cluster
+    statistics, per row chunk. Points are centred at ``shift``.
 
     The clusters' quadratic forms: with ``block > 0`` one matrix product per ``block`` rows,
     ``x_c @ Ucat`` (the GEMM rate; the caller keeps BLAS to one thread), reduced by
@@ -607,7 +607,8 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old
                 p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
                 h = 1 if np.random.random() < p_right else 0
                 z[r], zs[r] = k, h
-                _add_centred(xb[i], ch, 2 * k + h, n, s1, s2)
+                if stats:
+                    _add_centred(xb[i], ch, 2 * k + h, n, s1, s2)
 
 
 def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
@@ -692,7 +693,7 @@ def _blas_threads():
 def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights, sub_params: GaussianParams,
                                    sub_log_weights, rng, within=None):
     """Chang & Fisher's label step for Gaussian components in one compiled pass (D <=
-    :data:`FUSED_MAX_D`, see :meth:`Family.fused_subcluster_draw`): labels, sub-labels and
+    :data:`FUSED_SUBCLUSTER_MAX_D`, see :meth:`Family.fused_subcluster_draw`): labels, sub-labels and
     ``(n, sum x, sum x x^T)`` of the 2K sub-components, centred at ``shift``."""
     X = np.asarray(X, dtype=np.float64)
     N, D = X.shape
@@ -701,7 +702,12 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
     C = len(seeds)
     old, groups = within if within is not None else (np.zeros(N, dtype=np.int64), np.zeros(K, dtype=np.int64))
     z, zs = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
-    n, s1, s2 = np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))
+    # partial statistics per chunk: C x 2K x D^2 floats, which past a few dimensions outgrow
+    # the caches and then memory (a million 50-D rows, K = 20: 0.4 GB); there the statistics
+    # are matrix products after the pass
+    stats = D <= FUSED_STATS_MAX_D
+    n, s1, s2 = (np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))) if stats else \
+        (np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0, 0)))
     U = _upper_factors(params.W)
     const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
     # rows per product: its (rows x K*D) result stays in a core's cache while it is reduced
@@ -712,7 +718,7 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
                    np.ascontiguousarray(log_weights, dtype=np.float64), *_sublabel_forms(sub_params, sub_log_weights,
                                                                                          shift),
                    np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64), seeds, block,
-                   z, zs, n, s1, s2)
+                   z, zs, stats, n, s1, s2)
     draw = _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK]
     if block:
         # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
@@ -721,16 +727,24 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
             draw(*kernel_args)
     else:
         draw(*kernel_args)
+    if not stats:
+        return z, zs, tuple(grouped_gaussian_stats(X, 2 * z + zs, 2 * K, shift))
     # chunk partial sums added in chunk order: the same floats whatever the thread count
     return z, zs, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
 
 
 #: up to this dimension direct loops beat a matrix product for the quadratic forms
 SMALL_D = 8
-#: up to this dimension the sub-cluster label step is one compiled pass (measured, 1e5 x 10-D, K = 20,
-#: one thread: 0.057 s per subc step composed of a matrix-product likelihood, sampling, sub-labels
-#: and statistics)
+#: up to this dimension the slice label step is one compiled pass
 FUSED_MAX_D = 16
+#: up to this dimension the sub-cluster label step is one compiled pass (a subc step on one
+#: thread, fused against composed of a matrix-product likelihood, sampling, sub-labels and
+#: statistics, K = 20: 7e4 x 24-D 83 against 102 ms, 7e4 x 50-D 245 against 266 ms, but
+#: 3e4 x 100-D 449 against 393 ms)
+FUSED_SUBCLUSTER_MAX_D = 64
+#: up to this dimension the fused sub-cluster pass also sums the statistics, per row chunk (1e5 x
+#: 10-D, K = 20: 37 against 50 ms with the statistics as matrix products after the pass)
+FUSED_STATS_MAX_D = 16
 #: working-set target of the GEMM-then-reduce likelihood (about half a typical L2 + L3 share)
 _QUADFORM_CACHE_BYTES = 1 << 23
 #: from this dimension the fused sub-cluster pass takes the clusters' quadratic forms from a
