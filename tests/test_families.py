@@ -196,3 +196,51 @@ def test_default_priors_are_valid():
     assert np.isfinite(NormalKnownCovariance.default_for(X).log_marginal(X))
     C = sp.csr_matrix(RNG.integers(0, 3, size=(10, 6)).astype(float))
     assert np.isfinite(DirichletMultinomial.default_for(C).log_marginal(C))
+
+
+@pytest.mark.parametrize("D", [2, 10, 20])  # row-by-row quadratic forms; block products; statistics after
+@pytest.mark.parametrize("grouped", [False, True])
+def test_fused_subcluster_pass_draws_the_exact_conditionals(D, grouped):
+    """The compiled sub-cluster label step (``fused_gaussian_subcluster_draw``) against the
+    conditionals computed apart (``gaussian_loglik``): each of three rows, repeated 4,000 times,
+    takes cluster k with probability prop. to pi_k N(x | mu_k, Sigma_k) (within its old cluster's
+    group when grouped) and sub-label h prop. to pi_kh N(x | mu_kh, Sigma_kh); the statistics
+    returned are those of the labels drawn."""
+    from dpmmbench.algorithms.families.niw import (GaussianParams, fused_gaussian_subcluster_draw,
+                                                    gaussian_loglik, grouped_gaussian_stats)
+
+    rng = np.random.default_rng([7, D])
+    K, reps = 3, 4000
+
+    def params(k):
+        A = rng.normal(size=(k, D, D)) / np.sqrt(D) + 0.5 * np.eye(D)
+        W = np.linalg.cholesky(A @ np.swapaxes(A, 1, 2))  # precision factors
+        logdet_sigma = -2.0 * np.log(np.diagonal(W, axis1=1, axis2=2)).sum(axis=1)
+        return GaussianParams(mu=rng.normal(size=(k, D)) / np.sqrt(D), W=W, logdet_sigma=logdet_sigma)
+
+    P, S = params(K), params(2 * K)
+    log_w, sub_log_w = np.log(rng.dirichlet(np.ones(K))), np.log(rng.dirichlet(np.ones(2 * K)))
+    rows = rng.normal(size=(3, D)) / np.sqrt(D)
+    X = np.repeat(rows, reps, axis=0)
+    groups, old = np.array([0, 0, 1]), np.repeat([1, 2, 0], reps)
+    shift = rows.mean(axis=0)
+    z, zs, (n, s1, s2) = fused_gaussian_subcluster_draw(X, shift, P, log_w, S, sub_log_w, np.random.default_rng(0),
+                                                        (old, groups) if grouped else None)
+    cluster = gaussian_loglik(rows, P) + log_w
+    sub = gaussian_loglik(rows, S) + sub_log_w
+    likely = 0
+    for i in range(3):
+        allowed = groups == groups[old[i * reps]] if grouped else np.ones(K, bool)
+        p_k = np.where(allowed, np.exp(cluster[i] - cluster[i][allowed].max()), 0.0)
+        p_k /= p_k.sum()
+        p_h = np.exp(sub[i].reshape(K, 2) - sub[i].reshape(K, 2).max(axis=1, keepdims=True))
+        p = (p_k[:, None] * p_h / p_h.sum(axis=1, keepdims=True)).ravel()
+        drawn = np.bincount(2 * z[i * reps:(i + 1) * reps] + zs[i * reps:(i + 1) * reps], minlength=2 * K) / reps
+        # five standard errors of a frequency, per outcome
+        assert np.all(np.abs(drawn - p) <= 5 * np.sqrt(p * (1 - p) / reps) + 1e-12), (i, drawn, p)
+        likely += int((p > 0.02).sum())
+    assert likely >= 5  # the comparison has teeth: several likely outcomes
+    expected = grouped_gaussian_stats(X, 2 * z + zs, 2 * K, shift)
+    np.testing.assert_allclose(n, expected.n)
+    np.testing.assert_allclose(s1, expected.s1, atol=1e-9)
+    np.testing.assert_allclose(s2, expected.s2, atol=1e-9)

@@ -7,6 +7,7 @@ update it by rank-1 update/downdate, so moving one point costs O(D^2).
 """
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Real
 from typing import NamedTuple
@@ -55,24 +56,27 @@ _STATS_CHUNKS = 16
 
 
 @kernel(inline="always")
-def _add_point(X, r, shift, c, k, n, s1, s2):
-    """Row ``r`` of ``X``, centred at ``shift``, into the partial statistics ``[c, k]``
-    (lower triangle of the scatter)."""
+def _add_centred(x, c, k, n, s1, s2):
+    """A row ``x``, already centred, into the partial statistics ``[c, k]`` (lower triangle of
+    the scatter)."""
     n[c, k] += 1.0
-    for a in range(X.shape[1]):
-        xa = X[r, a] - shift[a]
+    for a in range(x.shape[0]):
+        xa = x[a]
         s1[c, k, a] += xa
         for b in range(a + 1):
-            s2[c, k, a, b] += xa * (X[r, b] - shift[b])
+            s2[c, k, a, b] += xa * x[b]
 
 
 def _small_d_stats(X, shift, labels, K, n, s1, s2):
-    N = X.shape[0]
+    N, D = X.shape
     C = n.shape[0]
     step = (N + C - 1) // C
     for c in prange(C):
+        x = np.empty(D)
         for r in range(c * step, min(N, (c + 1) * step)):
-            _add_point(X, r, shift, c, labels[r], n, s1, s2)
+            for a in range(D):
+                x[a] = X[r, a] - shift[a]
+            _add_centred(x, c, labels[r], n, s1, s2)
 
 
 def _symmetrise_lower(s2):
@@ -294,9 +298,9 @@ class NormalInverseWishart(Family):
         return self.dim > SMALL_D
 
     def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
-        """See :meth:`Family.fused_subcluster_draw`: a compiled pass for D <= :data:`FUSED_MAX_D`
-        (above, the likelihoods are matrix products and the caller composes them)."""
-        if self.dim > FUSED_MAX_D:
+        """See :meth:`Family.fused_subcluster_draw`: a compiled pass for D <=
+        :data:`FUSED_SUBCLUSTER_MAX_D` (above, the caller composes the step)."""
+        if self.dim > FUSED_SUBCLUSTER_MAX_D:
             return None
         z, zs, (n, s1, s2) = fused_gaussian_subcluster_draw(X, self.mu0, params, log_weights, sub_params,
                                                              sub_log_weights, rng, within)
@@ -536,44 +540,75 @@ def _centred_quadforms(X, r, shift, Ut, C, m, x, acc, out):
             out[k] += acc[k] * acc[k]
 
 
-def _fused_subcluster_draw(X, shift, Ut, C, c, log_pi, sUt, smu, sc, log_spi, old, groups, seeds, z, zs, n, s1,
-                           s2):
+@kernel(inline="always")
+def _quadforms_from_product(Y, i, C, K, out):
+    """``out[k] = ||Y[i, kD:(k+1)D] - C[:, k]||^2``: the clusters' quadratic forms of row ``i``
+    of a block product ``Y = x_c @ Ucat`` (``Ucat[a, kD + b] = U_k[b, a]``)."""
+    D = C.shape[0]
+    for k in range(K):
+        q = 0.0
+        for b in range(D):
+            s = Y[i, k * D + b] - C[b, k]
+            q += s * s
+        out[k] = q
+
+
+def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old, groups, seeds, block, z, zs,
+                           stats, n, s1, s2):
     """Chang & Fisher's label step in one pass (few dimensions): each point's label among the
     clusters of its old cluster's group (``groups[old[r]]``), then its sub-label between the two
-    sub-clusters of that cluster only, then its share of the 2K sub-cluster statistics, per row
-    chunk. Points are centred at ``shift``; the quadratic forms use upper-triangular precision
-    factors (``U^T U`` = precision): the clusters' as :func:`_centred_quadforms` reads them; the
-    two sub-clusters' transposed, ``sUt[j, a, b] = U_j[b, a]``, with centred means ``smu``."""
+    sub-clusters of that cluster only, then (with ``stats``) its share of the 2K sub-cluster
+    statistics, per row chunk. Points are centred at ``shift``.
+
+    The clusters' quadratic forms: with ``block > 0`` one matrix product per ``block`` rows,
+    ``x_c @ Ucat`` (the GEMM rate; the caller keeps BLAS to one thread), reduced by
+    :func:`_quadforms_from_product`; with ``block == 0`` (the fewest dimensions, where a product
+    of inner dimension D is slower than loops) :func:`_centred_quadforms` row by row. The
+    sub-label: one quadratic form per row, ``log p(left) - log p(right) = h0 + (A v + g) . v``
+    with ``v`` the row less its cluster's left sub-cluster mean (:func:`_sublabel_forms`)."""
     N, D = X.shape
     K = C.shape[1]
     for ch in prange(seeds.shape[0]):
         np.random.seed(seeds[ch])
-        logw, acc, x, sacc, side = np.empty(K), np.empty(K), np.empty(D), np.empty(D), np.empty(2)
-        for r in range(ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)):
-            _centred_quadforms(X, r, shift, Ut, C, K, x, acc, logw)
-            g = groups[old[r]]
-            for k in range(K):
-                logw[k] = c[k] - 0.5 * logw[k] + log_pi[k] if groups[k] == g else -np.inf
-            k = sample_log_weights(logw, K, np.random.random())
-            for h in range(2):
-                j = 2 * k + h
-                # outer loop over a, inner over b: independent sums that vectorise (as dot
-                # products per b they were chains of dependent adds, 30 % of the pass at 10-D)
-                for b in range(D):
-                    sacc[b] = 0.0
+        logw, acc, x, v, w = np.empty(K), np.empty(K), np.empty(D), np.empty(D), np.empty(D)
+        start, stop = ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)
+        rows = block if block > 0 else 1
+        xb, Y = np.empty((rows, D)), np.empty((rows, 0))
+        for r0 in range(start, stop, rows):
+            m = min(rows, stop - r0)
+            if block > 0:
+                for i in range(m):
+                    for a in range(D):
+                        xb[i, a] = X[r0 + i, a] - shift[a]
+                Y = np.dot(xb[:m], Ucat)
+            for i in range(m):
+                r = r0 + i
+                if block > 0:
+                    _quadforms_from_product(Y, i, C, K, logw)
+                else:
+                    _centred_quadforms(X, r, shift, Ut, C, K, x, acc, logw)
+                    for a in range(D):
+                        xb[0, a] = x[a]
+                g_r = groups[old[r]]
+                for k in range(K):
+                    logw[k] = c[k] - 0.5 * logw[k] + log_pi[k] if groups[k] == g_r else -np.inf
+                k = sample_log_weights(logw, K, np.random.random())
+                # outer loop over a, inner over b: independent sums that vectorise
                 for a in range(D):
-                    xa = x[a] - smu[j, a]
-                    for b in range(a + 1):
-                        sacc[b] += sUt[j, a, b] * xa
-                q = 0.0
+                    v[a] = xb[i, a] - smu0[k, a]
+                    w[a] = g[k, a]
+                for a in range(D):
+                    va = v[a]
+                    for b in range(D):
+                        w[b] += A[k, a, b] * va
+                d = h0[k]
                 for b in range(D):
-                    q += sacc[b] * sacc[b]
-                side[h] = sc[j] - 0.5 * q + log_spi[j]
-            d = side[0] - side[1]
-            p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
-            h = 1 if np.random.random() < p_right else 0
-            z[r], zs[r] = k, h
-            _add_point(X, r, shift, ch, 2 * k + h, n, s1, s2)
+                    d += w[b] * v[b]
+                p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
+                h = 1 if np.random.random() < p_right else 0
+                z[r], zs[r] = k, h
+                if stats:
+                    _add_centred(xb[i], ch, 2 * k + h, n, s1, s2)
 
 
 def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
@@ -600,7 +635,7 @@ def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds
                 logw[k] = c[k] - 0.5 * logw[k]
             k = sample_log_weights(logw, m, u_draw)
             out[r] = k
-            _add_point(X, r, shift, ch, k, n, s1, s2)
+            _add_centred(x, ch, k, n, s1, s2)
 
 
 def fused_gaussian_slice_draw(X, shift, params: GaussianParams, log_w, labels, star, log_u_star, seeds):
@@ -627,10 +662,38 @@ def _upper_factors(W):
     return np.linalg.qr(np.swapaxes(W, -1, -2), mode="r")
 
 
+def _sublabel_forms(sub_params: GaussianParams, sub_log_weights, shift):
+    """Each cluster's sub-label choice as one quadratic form: with ``v = x - m_l`` (``m_l``, ``m_r``
+    the left and right sub-cluster means centred at ``shift``, ``P_l``, ``P_r`` their precisions,
+    ``delta = m_r - m_l``), ``log p(left) - log p(right) = h0 + v^T A v + g^T v`` where
+    ``A = (P_r - P_l) / 2``, ``g = -P_r delta`` and ``h0`` holds the constants. Centred at a
+    sub-cluster mean, ``v`` is small for the cluster's own points, so the difference keeps the
+    precision of the two separate forms at half their cost."""
+    P = sub_params.W @ np.swapaxes(sub_params.W, -1, -2)
+    P_l, P_r = P[0::2], P[1::2]
+    m = sub_params.mu - shift
+    delta = m[1::2] - m[0::2]
+    side = -0.5 * sub_params.logdet_sigma + np.asarray(sub_log_weights, dtype=np.float64)
+    P_r_delta = np.einsum("kab,kb->ka", P_r, delta)
+    h0 = side[0::2] - side[1::2] + 0.5 * np.einsum("ka,ka->k", delta, P_r_delta)
+    A = 0.5 * (P_r - P_l)
+    return (np.ascontiguousarray(A), np.ascontiguousarray(-P_r_delta),
+            np.ascontiguousarray(h0), np.ascontiguousarray(m[0::2]))
+
+
+@functools.cache
+def _blas_threads():
+    """The process's BLAS thread pools (threadpoolctl), found once: limiting them around a
+    compiled pass costs microseconds this way, a millisecond with a fresh search."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights, sub_params: GaussianParams,
                                    sub_log_weights, rng, within=None):
     """Chang & Fisher's label step for Gaussian components in one compiled pass (D <=
-    :data:`FUSED_MAX_D`, see :meth:`Family.fused_subcluster_draw`): labels, sub-labels and
+    :data:`FUSED_SUBCLUSTER_MAX_D`, see :meth:`Family.fused_subcluster_draw`): labels, sub-labels and
     ``(n, sum x, sum x x^T)`` of the 2K sub-components, centred at ``shift``."""
     X = np.asarray(X, dtype=np.float64)
     N, D = X.shape
@@ -639,29 +702,57 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
     C = len(seeds)
     old, groups = within if within is not None else (np.zeros(N, dtype=np.int64), np.zeros(K, dtype=np.int64))
     z, zs = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
-    n, s1, s2 = np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))
-    U, sU = _upper_factors(params.W), _upper_factors(sub_params.W)
+    # partial statistics per chunk: C x 2K x D^2 floats, which past a few dimensions outgrow
+    # the caches and then memory (a million 50-D rows, K = 20: 0.4 GB); there the statistics
+    # are matrix products after the pass
+    stats = D <= FUSED_STATS_MAX_D
+    n, s1, s2 = (np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))) if stats else \
+        (np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0, 0)))
+    U = _upper_factors(params.W)
     const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
-    sub_const = -0.5 * D * LOG_2PI - 0.5 * sub_params.logdet_sigma
-    _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](
-        X, shift, np.ascontiguousarray(np.transpose(U, (1, 2, 0))),
-        np.ascontiguousarray(np.einsum("kba,ka->bk", U, params.mu - shift)), const, log_weights,
-        np.ascontiguousarray(np.swapaxes(sU, 1, 2)), np.ascontiguousarray(sub_params.mu - shift), sub_const,
-        sub_log_weights,
-        np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64), seeds, z, zs, n, s1,
-        s2)
+    # rows per product: its (rows x K*D) result stays in a core's cache while it is reduced
+    block = min(FUSED_CHUNK, max(16, _FUSED_BLOCK_BYTES // (8 * K * D))) if D >= PRODUCT_MIN_D else 0
+    Ut = np.ascontiguousarray(np.transpose(U, (1, 2, 0)))  # Ut[b, a, k] = U_k[b, a]
+    Ucat = np.ascontiguousarray(np.transpose(U, (2, 0, 1)).reshape(D, K * D))  # Ucat[a, kD + b] = U_k[b, a]
+    kernel_args = (X, shift, Ut, Ucat, np.ascontiguousarray(np.einsum("kba,ka->bk", U, params.mu - shift)), const,
+                   np.ascontiguousarray(log_weights, dtype=np.float64), *_sublabel_forms(sub_params, sub_log_weights,
+                                                                                         shift),
+                   np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64), seeds, block,
+                   z, zs, stats, n, s1, s2)
+    draw = _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK]
+    if block:
+        # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
+        # beside them (a product over 512 rows spawns them) made the pass 20x slower
+        with _blas_threads().limit(limits=1, user_api="blas"):
+            draw(*kernel_args)
+    else:
+        draw(*kernel_args)
+    if not stats:
+        return z, zs, tuple(grouped_gaussian_stats(X, 2 * z + zs, 2 * K, shift))
     # chunk partial sums added in chunk order: the same floats whatever the thread count
     return z, zs, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
 
 
 #: up to this dimension direct loops beat a matrix product for the quadratic forms
 SMALL_D = 8
-#: up to this dimension the sub-cluster label step is one compiled pass (measured, 1e5 x 10-D, K = 20,
-#: one thread: 0.057 s per subc step composed of a matrix-product likelihood, sampling, sub-labels
-#: and statistics)
+#: up to this dimension the slice label step is one compiled pass
 FUSED_MAX_D = 16
+#: up to this dimension the sub-cluster label step is one compiled pass (a subc step on one
+#: thread, fused against composed of a matrix-product likelihood, sampling, sub-labels and
+#: statistics, K = 20: 7e4 x 24-D 83 against 102 ms, 7e4 x 50-D 245 against 266 ms, but
+#: 3e4 x 100-D 449 against 393 ms)
+FUSED_SUBCLUSTER_MAX_D = 64
+#: up to this dimension the fused sub-cluster pass also sums the statistics, per row chunk (1e5 x
+#: 10-D, K = 20: 37 against 50 ms with the statistics as matrix products after the pass)
+FUSED_STATS_MAX_D = 16
 #: working-set target of the GEMM-then-reduce likelihood (about half a typical L2 + L3 share)
 _QUADFORM_CACHE_BYTES = 1 << 23
+#: from this dimension the fused sub-cluster pass takes the clusters' quadratic forms from a
+#: matrix product per block of rows (measured, 1e5 rows, K = 20, one thread: a tie at D = 4,
+#: 0.96x at 6, 0.86x at 8, 0.83x at 10, 0.74x at 16 the time of the row-by-row loops)
+PRODUCT_MIN_D = 6
+#: working-set target of one block product in the fused pass (a core's share of L2)
+_FUSED_BLOCK_BYTES = 1 << 17
 SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
 SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
