@@ -23,11 +23,16 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the ``benchmarks`` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numba
-import numpy as np
+# A spawned Dask worker imports this module again, as ``__mp_main__``, before its Nanny sets the
+# thread variables: numba imported then takes the machine's core count, so a "single-threaded"
+# worker ran its kernels on every core (measured: 2 numba threads in each 1-thread worker of the
+# Dask rows; benchmarks/scaling.py keeps its imports lazy for the same reason)
+if __name__ != "__mp_main__":
+    import numba
+    import numpy as np
 
-from benchmarks import common
-from dpmmbench.reports.results_doc import perf_table
+    from benchmarks import common
+    from dpmmbench.reports.results_doc import perf_table
 
 
 def _shape(n, dim, k):
