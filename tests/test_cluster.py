@@ -133,6 +133,28 @@ def test_existing_cluster_by_argument_or_environment_is_left_running(monkeypatch
         assert external.status.name == "running"  # only a client was closed
 
 
+def test_shared_cluster_reserves_every_worker_while_its_client_refreshes():
+    """A client refreshes its cached view of the scheduler on a timer, without the workers:
+    reservations and descriptions ask the scheduler itself, so a full cluster never reads as
+    empty (it did: a workflow run on a loaded machine reserved no worker)."""
+    import dask
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address="127.0.0.1:0") as local:
+        with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}):
+            client = distributed.Client(local.scheduler_address)
+        shared = cluster.SharedCluster(client)
+        try:
+            sizes = set()
+            for _ in range(300):  # the cached view read 2 workers as 0 in 1 call of 6 here
+                with shared.reserve(2) as reserved:
+                    sizes.add(len(reserved))
+                sizes.add(cluster.describe(client)["n_workers"])
+            assert sizes == {2}
+        finally:
+            shared.close()  # the client; the cluster is the ``with`` block's
+
+
 def test_unreachable_or_malformed_scheduler_fails_fast(monkeypatch):
     """An unreachable scheduler is a ConnectionError after the scheduler timeout (its message
     says which), with no embedded cluster started in its place."""

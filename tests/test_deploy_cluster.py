@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from dpmmbench.algorithms.backends.dask_backend import live_workers
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows.cluster import MALLOC_ENVIRONMENT, scheduler_file_address, thread_environment
 from dpmmbench.workflows.service_client import SERVICE_VARIABLE
@@ -255,7 +256,7 @@ def test_a_worker_killed_mid_run_is_survived_with_the_same_trace(deployed, embed
     assert meta["dask"]["scheduler"] == deployment.address and not meta["dask"]["embedded"]
 
     assert victim.poll() is not None and deployment.scheduler.poll() is None and survivor.poll() is None
-    assert len(client.scheduler_info(n_workers=-1)["workers"]) == 1
+    assert len(live_workers(client)) == 1
     deployment.start_worker()
     client.wait_for_workers(2, timeout=STARTUP_S)
     assert sorted(client.run(lambda: 3).values()) == [3, 3]

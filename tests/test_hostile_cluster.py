@@ -21,7 +21,7 @@ from isolation import Isolated
 import hostile_cluster as hc
 from dpmmbench import algorithms
 from dpmmbench.algorithms.backends import DaskBackend
-from dpmmbench.algorithms.backends.dask_backend import ShardFailedError, wait_for_workers
+from dpmmbench.algorithms.backends.dask_backend import ShardFailedError, live_workers, wait_for_workers
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows import cluster, driver
 
@@ -228,7 +228,7 @@ def test_whatever_a_hostile_peer_sends_ends_in_a_clear_error(child, greeting):
 
 def test_a_worker_or_nanny_address_is_not_taken_for_a_scheduler(child, client):
     """A worker or a nanny greets like any Dask server; its identity tells it apart."""
-    worker, info = next(iter(client.scheduler_info()["workers"].items()))
+    worker, info = next(iter(live_workers(client).items()))
     for address, kind in ((worker, "Worker"), (info["nanny"], "Nanny")):
         outcome, message, _ = child.run("hostile_cluster:connect_case", address, CONNECT_TIMEOUT).value
         assert outcome == "ConnectionError", message

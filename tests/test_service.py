@@ -21,6 +21,7 @@ import psutil
 import pytest
 import yaml
 
+from dpmmbench.algorithms.backends.dask_backend import live_workers
 from dpmmbench.reports.traces import read_trace
 from dpmmbench.workflows import _config, service
 from dpmmbench.workflows import service_client
@@ -224,7 +225,7 @@ def test_an_existing_cluster_is_used_and_left_running(client, tmp_path, by):
     """dask.scheduler or dask.scheduler_file: the service runs on that cluster, says so, and
     stopping it leaves the cluster and its workers as they were."""
     address = client.scheduler.address
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(live_workers(client))
     if by == "address":
         state = service.start(workers=1, threads=1, scheduler=address)
     else:
@@ -245,7 +246,7 @@ def test_an_existing_cluster_is_used_and_left_running(client, tmp_path, by):
         service.stop(state)
     meta = read_trace(tmp_path / "t.parquet")[1]
     assert meta["dask"]["shared"] and not meta["dask"]["embedded"] and meta["dask"]["scheduler"] == address
-    assert sorted(client.scheduler_info()["workers"]) == workers and client.submit(sum, [1, 2]).result() == 3
+    assert sorted(live_workers(client)) == workers and client.submit(sum, [1, 2]).result() == 3
     assert not Path(state).exists()
 
 

@@ -326,8 +326,10 @@ def describe(client, shared: bool = False) -> dict:
         ``shared`` (``shared``), ``n_workers`` and ``threads_per_worker`` (an int, or the
         sorted distinct values when the workers differ) of the whole cluster.
     """
-    info = client.scheduler_info(n_workers=-1)
-    counts = sorted({int(w.get("nthreads", 0)) for w in info["workers"].values()})
+    from dpmmbench.algorithms.backends.dask_backend import live_workers
+
+    workers = live_workers(client)
+    counts = sorted({int(w.get("nthreads", 0)) for w in workers.values()})
     try:
         dashboard = client.dashboard_link
     except (KeyError, AttributeError):  # a scheduler without a dashboard
@@ -337,7 +339,7 @@ def describe(client, shared: bool = False) -> dict:
         "dashboard": dashboard,
         "embedded": client.cluster is not None,
         "shared": bool(shared),
-        "n_workers": len(info["workers"]),
+        "n_workers": len(workers),
         "threads_per_worker": counts[0] if len(counts) == 1 else counts,
     }
 
@@ -538,9 +540,11 @@ class SharedCluster:
         list of str
             The reserved workers' addresses (empty when the cluster has no worker yet).
         """
+        from dpmmbench.algorithms.backends.dask_backend import live_workers
+
         with self._cond:
             while True:
-                live = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+                live = sorted(live_workers(self.client))
                 free = [w for w in live if w not in self._busy]
                 want = min(n, len(live))
                 if len(free) >= want:

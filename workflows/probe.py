@@ -79,7 +79,9 @@ def parallel_ceiling(client, reps: int = 15, blocks: int = 3, n: int = PROBE_ITE
         ``workers * alone_s / together_s``, the speed-up ``workers`` processes can have over
         one on this machine.
     """
-    workers = sorted(client.scheduler_info()["workers"])
+    from dpmmbench.algorithms.backends.dask_backend import live_workers
+
+    workers = sorted(live_workers(client))
     if not workers:
         raise ValueError("parallel_ceiling: the cluster has no workers")
     client.gather([client.submit(probe_seconds, 1, n, workers=[w], pure=False) for w in workers])  # compile

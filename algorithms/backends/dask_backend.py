@@ -127,6 +127,18 @@ def _cause(error) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def live_workers(client) -> dict:
+    """The workers the scheduler of ``client`` knows now: address -> the scheduler's record.
+
+    Asked of the scheduler on every call. The client's ``scheduler_info`` is not safe for this:
+    it returns the client's cached identity, which the client's own periodic refresh rewrites
+    without the workers (``n_workers=0``), so a caller reading it just after its own refresh may
+    find no worker on a full cluster (seen on a loaded machine: a shared-cluster run reserved
+    none).
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def wait_for_workers(client, n: int = 1, timeout: float | None = None, why: str = "waiting for workers"):
     """Wait until the cluster of ``client`` has ``n`` workers.
 
@@ -150,7 +162,7 @@ def wait_for_workers(client, n: int = 1, timeout: float | None = None, why: str 
     try:
         client.wait_for_workers(n, timeout=timeout)
     except TimeoutError:
-        have = len(client.scheduler_info()["workers"])
+        have = len(live_workers(client))
         raise TimeoutError(f"{why}: the Dask scheduler at {client.scheduler.address} has {have} worker(s), "
                            f"{n} expected, after waiting {timeout:g} s") from None
 
@@ -340,7 +352,7 @@ class DaskShardGroup(ShardGroup):
             raise TimeoutError(f"shards {indices}: actors not created within {self._worker_timeout:g} s on the "
                                f"Dask scheduler at {self._client.scheduler.address} (on workers "
                                f"{sorted({self._workers[i] for i in indices})}; "
-                               f"{len(self._client.scheduler_info()['workers'])} worker(s) present)") from None
+                               f"{len(live_workers(self._client))} worker(s) present)") from None
         loads = []
         for i in indices:
             self._actors[i], self._actor_at[i] = self._creations[i].result(), self._workers[i]
@@ -458,7 +470,7 @@ class DaskShardGroup(ShardGroup):
         survivors = [w for w in dict.fromkeys(self._workers) if w not in gone]
         if not survivors:  # a round trip, only after losing every worker of the group
             wait_for_workers(self._client, 1, self._worker_timeout, "every worker holding shards was lost")
-            survivors = [w for w in sorted(self._client.scheduler_info()["workers"]) if w not in gone]
+            survivors = [w for w in sorted(live_workers(self._client)) if w not in gone]
             self._departures.add(self, survivors)
         load = {w: 0 for w in survivors}
         for w in self._workers:
@@ -595,7 +607,7 @@ class DaskBackend(Backend):
             wait_for_workers(client, 1 if n_workers is None else n_workers, timeout, "not enough workers")
         except TimeoutError as error:
             raise ValueError(f"n_workers = {n_workers}: {error}" if n_workers is not None else str(error)) from None
-        present = sorted(client.scheduler_info()["workers"])
+        present = sorted(live_workers(client))
         if workers is not None:
             if n_workers is not None and len(workers) != n_workers or not set(workers) <= set(present):
                 raise ValueError(f"workers {workers!r}: not {n_workers} workers of the Dask scheduler at "
