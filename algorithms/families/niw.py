@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from contextlib import nullcontext
 from numbers import Real
 from typing import NamedTuple
 
@@ -505,18 +506,28 @@ def _small_d_loglik(X, mu, W, c, out):
             out[r, k] = c[k] - _half_quadform(X, r, mu, W, k)
 
 
+@kernel(inline="always")
+def _product_quadforms(Y, i, B, out):
+    """``out[k] = ||Y[i, kD:(k+1)D] - B[k]||^2``: the components' quadratic forms of row ``i`` of
+    a product ``Y = x @ [U_1^T ... U_K^T]``, with ``B[k] = U_k mu_k`` (any layout)."""
+    K, D = B.shape
+    for k in range(K):
+        q = 0.0
+        base = k * D
+        for d in range(D):
+            s = Y[i, base + d] - B[k, d]
+            q += s * s
+        out[k] = q
+
+
 def _blocked_quadform(Y, B, c, out):
     """out[r, k] = c[k] - 0.5 * ||Y[r, kD:(k+1)D] - B[k]||^2."""
     N = Y.shape[0]
-    K, D = B.shape
+    K = B.shape[0]
     for r in prange(N):
+        _product_quadforms(Y, r, B, out[r])
         for k in range(K):
-            q = 0.0
-            base = k * D
-            for d in range(D):
-                s = Y[r, base + d] - B[k, d]
-                q += s * s
-            out[r, k] = c[k] - 0.5 * q
+            out[r, k] = c[k] - 0.5 * out[r, k]
 
 
 @kernel(inline="always")
@@ -540,19 +551,6 @@ def _centred_quadforms(X, r, shift, Ut, C, m, x, acc, out):
             out[k] += acc[k] * acc[k]
 
 
-@kernel(inline="always")
-def _quadforms_from_product(Y, i, C, K, out):
-    """``out[k] = ||Y[i, kD:(k+1)D] - C[:, k]||^2``: the clusters' quadratic forms of row ``i``
-    of a block product ``Y = x_c @ Ucat`` (``Ucat[a, kD + b] = U_k[b, a]``)."""
-    D = C.shape[0]
-    for k in range(K):
-        q = 0.0
-        for b in range(D):
-            s = Y[i, k * D + b] - C[b, k]
-            q += s * s
-        out[k] = q
-
-
 def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old, groups, seeds, block, z, zs,
                            stats, n, s1, s2):
     """Chang & Fisher's label step in one pass (few dimensions): each point's label among the
@@ -562,7 +560,7 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old
 
     The clusters' quadratic forms: with ``block > 0`` one matrix product per ``block`` rows,
     ``x_c @ Ucat`` (the GEMM rate; the caller keeps BLAS to one thread), reduced by
-    :func:`_quadforms_from_product`; with ``block == 0`` (the fewest dimensions, where a product
+    :func:`_product_quadforms`; with ``block == 0`` (the fewest dimensions, where a product
     of inner dimension D is slower than loops) :func:`_centred_quadforms` row by row. The
     sub-label: one quadratic form per row, ``log p(left) - log p(right) = h0 + (A v + g) . v``
     with ``v`` the row less its cluster's left sub-cluster mean (:func:`_sublabel_forms`)."""
@@ -570,7 +568,7 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old
     K = C.shape[1]
     for ch in prange(seeds.shape[0]):
         np.random.seed(seeds[ch])
-        logw, acc, x, v, w = np.empty(K), np.empty(K), np.empty(D), np.empty(D), np.empty(D)
+        logw, acc, v, w = np.empty(K), np.empty(K), np.empty(D), np.empty(D)
         start, stop = ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)
         rows = block if block > 0 else 1
         xb, Y = np.empty((rows, D)), np.empty((rows, 0))
@@ -584,11 +582,9 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, log_pi, A, g, h0, smu0, old
             for i in range(m):
                 r = r0 + i
                 if block > 0:
-                    _quadforms_from_product(Y, i, C, K, logw)
-                else:
-                    _centred_quadforms(X, r, shift, Ut, C, K, x, acc, logw)
-                    for a in range(D):
-                        xb[0, a] = x[a]
+                    _product_quadforms(Y, i, C.T, logw)
+                else:  # the row centred into xb[0], where the sub-label reads it
+                    _centred_quadforms(X, r, shift, Ut, C, K, xb[0], acc, logw)
                 g_r = groups[old[r]]
                 for k in range(K):
                     logw[k] = c[k] - 0.5 * logw[k] + log_pi[k] if groups[k] == g_r else -np.inf
@@ -719,14 +715,10 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
                                                                                          shift),
                    np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64), seeds, block,
                    z, zs, stats, n, s1, s2)
-    draw = _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK]
-    if block:
-        # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
-        # beside them (a product over 512 rows spawns them) made the pass 20x slower
-        with _blas_threads().limit(limits=1, user_api="blas"):
-            draw(*kernel_args)
-    else:
-        draw(*kernel_args)
+    # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
+    # beside them (a product over 512 rows spawns them) made the pass 20x slower
+    with _blas_threads().limit(limits=1, user_api="blas") if block else nullcontext():
+        _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](*kernel_args)
     if not stats:
         return z, zs, tuple(grouped_gaussian_stats(X, 2 * z + zs, 2 * K, shift))
     # chunk partial sums added in chunk order: the same floats whatever the thread count
