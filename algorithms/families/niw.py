@@ -776,6 +776,9 @@ def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
             b = min(a + rows, N)
             np.matmul(X[a:b], Wcat, out=Y[:b - a])
             # serial on purpose: BLAS threads still spinning after the product would stall a
-            # numba parallel region (measured: 2x slower label step)
+            # numba parallel region (measured: 2x slower label step). The fused passes instead
+            # limit BLAS to one thread, as their products run inside numba's threads; here that
+            # loses the product's own threads (70k x 50-D, K = 20, 2 cores: 264-300 against
+            # 119-188 ms)
             _BLOCKED_QUADFORM[0](Y[:b - a], B, c, out[a:b])
     return out
