@@ -43,6 +43,7 @@ import numpy as np
 from benchmarks.report import machine_info
 from dpmmbench import algorithms, datasets
 from dpmmbench.algorithms.constraints import RUN_DEFAULTS
+from dpmmbench.algorithms.joint import log_joint
 from dpmmbench.algorithms.runner import run_sampler, warm_up
 from dpmmbench.reports.metrics import n_clusters, nmi
 from dpmmbench.reports.results_doc import peers_section
@@ -113,7 +114,8 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
     time up to the last state), ``iterations``, ``init_s``, final ``nmi`` and ``n_clusters``,
     ``k_changes`` ([iteration, time_s, K] whenever K changed) and ``settings``; given held-out
     points ``X_test``, also the ``heldout_lpd`` of the last states (off the clock, as the
-    workflow's driver scores a run) and their number ``heldout_draws``.
+    workflow's driver scores a run), their number ``heldout_draws``, and ``log_joint``, the log
+    joint of the last state's partition under the suite's model (``family``, the default alpha).
     """
     report = report or (lambda *message: None)
     sampler = algorithms.make(name, family=family, seed=seed, **options)
@@ -145,7 +147,10 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
     row = dict(method=name, options=options, status=status, time_s=chain.sampler_s, iterations=chain.iterations,
                init_s=chain.init_s, nmi=last["nmi"], n_clusters=last["k"], k_changes=k_changes, settings=settings)
     if X_test is not None:
-        row.update(heldout_lpd=heldout_lpd(family, X, list(draws), X_test), heldout_draws=len(draws))
+        # the fit of the last state to the suite's model (its prior, the run's default alpha),
+        # whatever model the method itself fitted: it tells a better sampler from another model
+        row.update(heldout_lpd=heldout_lpd(family, X, list(draws), X_test), heldout_draws=len(draws),
+                   log_joint=log_joint(X, draws[-1][0], family, RUN_DEFAULTS["alpha"]))
     return row
 
 

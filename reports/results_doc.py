@@ -80,17 +80,23 @@ def peers_section(result: dict) -> str:
                      f"step past it) on the training part of a seeded held-out split (test fraction "
                      f"{equal['test_fraction']:g}, split seed {equal['split_seed']}); NMI on the training points, "
                      f"held-out log predictive density (nats per point) of the last {equal['heldout_draws']} states "
-                     "under the suite's prior, as for every workflow run.")
+                     "under the suite's prior, as for every workflow run" + (
+                         "; log joint: of the last state's partition under the suite's model (its prior, "
+                         "α = 1), whatever model the method fitted." if _has_fit(equal) else "."))
         for block in equal["datasets"]:
+            fit = _has_fit(equal)
             lines = [f"### {block['dataset']} ({block['n_train']:,} training + {block['n_test']:,} held-out points, "
                      f"{block['dim']}-D)", "",
-                     "| method | options | iterations | time (s) | NMI | K | held-out log predictive | note |",
-                     "|---|---|---:|---:|---:|---:|---:|---|"]
+                     "| method | options | iterations | time (s) | NMI | K | held-out log predictive | "
+                     + ("log joint | " if fit else "") + "note |",
+                     "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if fit else "") + "---|"]
             for r in block["rows"]:
                 note = r.get("note") or {"budget": "", "converged": "converged (its own criterion)"}.get(r["status"],
                                                                                                     r["status"])
-                lines.append(_peer_row(r, [r.get("iterations"), _fmt(r.get("time_s"), 1), _fmt(r.get("nmi"), 3),
-                                           r.get("n_clusters"), _fmt(r.get("heldout_lpd"), 3), note]))
+                cells = [r.get("iterations"), _fmt(r.get("time_s"), 1), _fmt(r.get("nmi"), 3), r.get("n_clusters"),
+                         _fmt(r.get("heldout_lpd"), 3)] + ([_fmt(r.get("log_joint"), 0)] if fit else [])
+                lines.append(_peer_row(r, cells + [note]))
+            lines += _fit_lead(block["rows"])
             parts.append("\n".join(lines))
     blocks = targets + (equal["datasets"] if equal else [])
     settings: dict[str, dict[str, list[str]]] = {}  # run -> its settings (as JSON) -> the datasets
@@ -151,6 +157,32 @@ def _lead(target: dict) -> list[str]:
         if parts:  # else no peer ran
             lines.append(f"- {_run_name(r)} ({r['time_s']:.2f} s): " + "; ".join(parts) + ".")
     return [""] + lines if lines else []
+
+
+def _has_fit(equal: dict) -> bool:
+    """Whether an equal-time record scores the states under the suite's model (records before
+    that column have no ``log_joint``)."""
+    return any(r.get("log_joint") is not None for block in equal["datasets"] for r in block["rows"])
+
+
+def _fit_lead(rows: list[dict]) -> list[str]:
+    """Which run fits the suite's model best (log joint) and which leads on held-out points and
+    NMI; when a leader's partition scores below the best fit, its lead comes from fitting
+    another model, not from searching this one better."""
+    ran = [r for r in rows if r.get("log_joint") is not None and r.get("heldout_lpd") is not None]
+    if len(ran) < 2:
+        return []
+    fit = max(ran, key=lambda r: r["log_joint"])
+    line = f"- Best fit to the suite's model: {_run_name(fit)} (log joint {fit['log_joint']:,.0f})"
+    for key, what, digits in (("heldout_lpd", "held-out log predictive", 3), ("nmi", "NMI", 3)):
+        best = max(ran, key=lambda r: r[key])
+        if best is fit:
+            line += f"; best {what} too ({fit[key]:,.{digits}f})"
+            continue
+        below = fit["log_joint"] - best["log_joint"]
+        line += (f"; best {what}: {_run_name(best)} ({best[key]:,.{digits}f} against {fit[key]:,.{digits}f}), "
+                 f"whose partition scores {below:,.0f} nats below it under the suite's model")
+    return ["", line + "."]
 
 
 def _registry_peers() -> set[str]:

@@ -118,7 +118,8 @@ def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
         assert rows[name]["status"] == "not installed" and rows[name]["install"] == missing[name]
     (subc,) = result["equal_time"]["datasets"][0]["rows"]
     assert subc["status"] == "budget" and subc["time_s"] > 0.5 and math.isfinite(subc["heldout_lpd"])
-    assert subc["heldout_draws"] == 10
+    assert subc["heldout_draws"] == 10 and math.isfinite(subc["log_joint"]) and subc["log_joint"] < 0
+    assert "| log joint | note |" in results_doc.render(peers=result)
 
     page = results_doc.render(peers=result)
     assert "## Side by side with peers" in page and "| `subc` | defaults |" in page

@@ -180,3 +180,34 @@ def test_update_replaces_the_given_inputs_sections_and_keeps_the_rest(tmp_path):
     text = page.read_text()
     assert text.count("## Kernel speed") == 1 and "| subc step | p | 250.0 |" in text and "500.0" not in text
     assert results_doc.splice(text, text) == text
+
+
+#: the machine line of a peers record
+MACHINE = dict(commit="abc1234", date="2026-11-27 00:00:00", python="3.12", machine="x86_64", cpus=2, numba_threads=2,
+               numpy="2", numba="0.6")
+
+
+def test_equal_time_names_the_best_fit_and_the_leaders_apart():
+    """The equal-time table scores each last state under the suite's model: the page names the
+    best fit, and a leader on held-out points or NMI whose partition scores below it."""
+    def row(method, nmi, lpd, joint):
+        return dict(method=method, options={}, status="budget", iterations=10, time_s=1.0, nmi=nmi, n_clusters=5,
+                    heldout_lpd=lpd, heldout_draws=10, log_joint=joint)
+
+    block = dict(dataset="d", n_train=90, n_test=10, dim=2,
+                 rows=[row("subc", 0.61, -305.3, -2_827_100.0), row("sklearn-bgm", 0.63, -303.9, -2_845_009.0)])
+    equal = dict(budget_s=1.0, test_fraction=0.1, split_seed=0, heldout_draws=10, datasets=[block])
+    page = results_doc.peers_section({"equal_time": equal, "machine": MACHINE})
+    assert "| held-out log predictive | log joint | note |" in page and "| -2,827,100 |" in page
+    assert ("- Best fit to the suite's model: `subc` (log joint -2,827,100); best held-out log predictive: "
+            "`sklearn-bgm` (-303.900 against -305.300), whose partition scores 17,909 nats below it under the "
+            "suite's model; best NMI: `sklearn-bgm` (0.630 against 0.610), whose partition scores 17,909 nats "
+            "below it under the suite's model.") in page
+    # one method best on all three; a record from before the column has neither
+    block["rows"][1].update(nmi=0.5, heldout_lpd=-310.0)
+    assert "`subc` (log joint -2,827,100); best held-out log predictive too (-305.300); best NMI too (0.610)." \
+        in results_doc.peers_section({"equal_time": equal, "machine": MACHINE})
+    for r in block["rows"]:
+        del r["log_joint"]
+    page = results_doc.peers_section({"equal_time": equal, "machine": MACHINE})
+    assert "log joint" not in page and "Best fit" not in page
