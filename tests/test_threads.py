@@ -35,8 +35,10 @@ def chain(name, threads, steps=12, dataset=DATASET, **options):
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two numba threads (NUMBA_NUM_THREADS >= 2)")
 @pytest.mark.parametrize("name, options", [("subc", {}), ("subc", {"backend": SerialBackend(2)}), ("fsd", {}),
                                            ("subc-supc", {}), ("slice-mr", {"backend": SerialBackend(2)}),
-                                           ("subc", {"dataset": "synth-wang2017?scale=0.1"})],
-                         ids=["subc", "subc-2-shards", "fsd", "subc-supc", "slice-mr-2-shards", "subc-isotropic"])
+                                           ("subc", {"dataset": "synth-wang2017?scale=0.1"}),
+                                           ("subc", {"dataset": "synth-chang2013?n=9000&dim=24"})],
+                         ids=["subc", "subc-2-shards", "fsd", "subc-supc", "slice-mr-2-shards", "subc-isotropic",
+                              "subc-24-d"])  # 24-D: block products, weights bounded (niw.PRUNE_MIN_D)
 def test_one_thread_or_two_give_the_same_chain(name, options):
     one, two = chain(name, 1, **options), chain(name, 2, **options)
     assert any(info["n_clusters"] != 4 for _, info in one)  # the chain moved
