@@ -507,29 +507,23 @@ def _small_d_loglik(X, mu, W, c, out):
 
 
 @kernel(inline="always")
-def _product_quadform(Y, i, C, k):
-    """``||Y[i, kD:(k+1)D] - C[:, k]||^2``: one of :func:`_product_quadforms`."""
-    D = C.shape[0]
+def _product_quadform(Y, i, B, k):
+    """``||Y[i, kD:(k+1)D] - B[k]||^2``: component k's quadratic form for row ``i`` of a product
+    ``Y = x @ [U_1^T ... U_K^T]``, with ``B[k] = U_k mu_k`` (any layout)."""
+    D = B.shape[1]
     q = 0.0
     base = k * D
     for d in range(D):
-        s = Y[i, base + d] - C[d, k]
+        s = Y[i, base + d] - B[k, d]
         q += s * s
     return q
 
 
 @kernel(inline="always")
 def _product_quadforms(Y, i, B, out):
-    """``out[k] = ||Y[i, kD:(k+1)D] - B[k]||^2``: the components' quadratic forms of row ``i`` of
-    a product ``Y = x @ [U_1^T ... U_K^T]``, with ``B[k] = U_k mu_k`` (any layout)."""
-    K, D = B.shape
-    for k in range(K):
-        q = 0.0
-        base = k * D
-        for d in range(D):
-            s = Y[i, base + d] - B[k, d]
-            q += s * s
-        out[k] = q
+    """``out[k]`` = :func:`_product_quadform` for every component k."""
+    for k in range(B.shape[0]):
+        out[k] = _product_quadform(Y, i, B, k)
 
 
 def _blocked_quadform(Y, B, c, out):
@@ -615,13 +609,13 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, A, g, h0, smu0, old, groups
 
     The clusters' quadratic forms: with ``block == 0`` (the fewest dimensions)
     :func:`_centred_quadforms` row by row. With ``block > 0``, per ``block`` rows, from one
-    matrix product ``x_c @ Ucat`` (the GEMM rate; the caller keeps BLAS to one thread), and with
-    ``prune`` only those of the clusters that can matter (:func:`_likely_clusters`: on well-separated clusters one or
-    two of K): row by row (:func:`_triangular_quadform`) when they are at most ``max_share`` of
-    the block's K forms, else from the product, after which the bounds rest for a growing number
-    of blocks. The
-    draw is :func:`sample_log_weights`' over the same weights whichever clusters were skipped. The sub-label: one quadratic form
-    per row, ``log p(left) - log p(right) = h0 + (A v + g) . v`` with ``v`` the row less its
+    matrix product ``x_c @ Ucat`` (the GEMM rate; the caller keeps BLAS to one thread); with
+    ``prune``, only those of the clusters that can matter (:func:`_likely_clusters`; on
+    well-separated clusters one or two of K), row by row (:func:`_triangular_quadform`) when
+    they are at most ``max_share`` of the block's K forms, else from the product, after which
+    the bounds rest for a growing number of blocks. The draw is :func:`sample_log_weights`'
+    over the same weights whichever clusters were skipped. The sub-label: one quadratic form per
+    row, ``log p(left) - log p(right) = h0 + (A v + g) . v`` with ``v`` the row less its
     cluster's left sub-cluster mean (:func:`_sublabel_forms`)."""
     N, D = X.shape
     K = C.shape[1]
@@ -640,11 +634,11 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, A, g, h0, smu0, old, groups
                 for i in range(m):
                     for a in range(D):
                         xb[i, a] = X[r0 + i, a] - shift[a]
+                # resting (the bounds kept too many clusters lately: overlapping or elongated
+                # ones) or off, every cluster of the group: the draw skips negligible weights alike
                 bounded = prune and wait == 0
                 if not bounded:
-                    # (the bounds kept too many clusters lately: overlapping or elongated ones)
-                    # every cluster of the group, whose negligible weights the draw skips alike
-                    wait -= 1
+                    wait = max(wait - 1, 0)
                     product = True
                 else:
                     Pm = np.dot(xb[:m], Mt)  # for the distances to the means: a product of 1/D the work
@@ -671,7 +665,7 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, A, g, h0, smu0, old, groups
                         logw[k] = c[k] - 0.5 * logw[k] if groups[k] == g_r else -np.inf
                 elif product:
                     for k in range(K):
-                        logw[k] = c[k] - 0.5 * _product_quadform(Y, i, C, k) if keep[i, k] else -np.inf
+                        logw[k] = c[k] - 0.5 * _product_quadform(Y, i, C.T, k) if keep[i, k] else -np.inf
                 else:
                     for k in range(K):
                         logw[k] = c[k] - 0.5 * _triangular_quadform(xb, i, Lt, C.T, k, acc) if keep[i, k] else -np.inf
@@ -807,7 +801,8 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
     Ucat = np.ascontiguousarray(np.transpose(U, (2, 0, 1)).reshape(D, K * D))  # Ucat[a, kD + b] = U_k[b, a]
     mu = params.mu - shift
     kernel_args = (X, shift, Ut, Ucat, np.ascontiguousarray(np.einsum("kba,ka->bk", U, mu)),
-                   const + np.asarray(log_weights, dtype=np.float64), *_sublabel_forms(sub_params, sub_log_weights, shift),
+                   const + np.asarray(log_weights, dtype=np.float64),
+                   *_sublabel_forms(sub_params, sub_log_weights, shift),
                    np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64), seeds, block,
                    z, zs, stats, n, s1, s2, prune, np.ascontiguousarray(mu.T), np.einsum("ka,ka->k", mu, mu),
                    np.ascontiguousarray(np.swapaxes(U, 1, 2)),
@@ -842,9 +837,9 @@ _QUADFORM_CACHE_BYTES = 1 << 23
 PRODUCT_MIN_D = 6
 #: from this dimension the fused sub-cluster pass bounds each point's cluster weights from its
 #: distances to the means and skips the negligible ones (70k points from 20 Gaussian blobs, one
-#: step, 2 threads: 16-D 22 against 24 ms, 24-D 40 against 52, 32-D 48 against 75, 50-D 72 against
-#: 145; but on 1e6 x 10-D, 20 clusters, 10-20 % slower, and on MNIST-10k 50-D, where the
-#: clusters are too elongated for the bounds, 5 % slower)
+#: pass, 2 threads: 16-D 22 against 24 ms, 24-D 40 against 52, 32-D 48 against 75, 50-D 72 against
+#: 145; with the bounds 1e6 x 10-D, 20 clusters, was 10-20 % slower; on MNIST-10k 50-D, where the
+#: clusters are too elongated for the bounds, 5-10 % slower)
 PRUNE_MIN_D = 20
 #: ... and computes a block's likely clusters' quadratic forms row by row up to this share of
 #: its K forms, all of them by one matrix product above it
