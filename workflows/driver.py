@@ -569,19 +569,22 @@ def _result(future, cancelled, event):
     :data:`CANCEL_GRACE` seconds to reach; then the task itself is cancelled."""
     import distributed
 
-    while True:
-        try:
-            return future.result(timeout=CANCEL_POLL)
-        except TimeoutError:
-            if cancelled():
-                break
+    # waited for here, not by future.result(timeout=...): polling that way can fail inside
+    # distributed (dask/distributed#8514: a timeout that cancels the wait as the result arrives
+    # ends in UnboundLocalError), which failed a workflow run on a loaded machine
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    while not done.wait(CANCEL_POLL):
+        if cancelled():
+            break
+    else:
+        return future.result()
     distributed.Event(event, client=future.client).set()
-    try:
-        return future.result(timeout=CANCEL_GRACE)
-    except TimeoutError:
-        future.cancel(force=True)
-        raise Cancelled(f"the chain did not stop within {CANCEL_GRACE:g} s of its cancellation; "
-                        "its task was cancelled") from None
+    if done.wait(CANCEL_GRACE):
+        return future.result()
+    future.cancel(force=True)
+    raise Cancelled(f"the chain did not stop within {CANCEL_GRACE:g} s of its cancellation; "
+                    "its task was cancelled")
 
 
 class _Poll:
