@@ -76,15 +76,15 @@ def peers_section(result: dict) -> str:
         parts.append("\n".join(lines))
     equal = result.get("equal_time")
     if equal is not None:
+        fit = _has_fit(equal)
         parts.append(f"Equal time: every method runs {equal['budget_s']:g} s of sampler time (stopping at the first "
                      f"step past it) on the training part of a seeded held-out split (test fraction "
                      f"{equal['test_fraction']:g}, split seed {equal['split_seed']}); NMI on the training points, "
                      f"held-out log predictive density (nats per point) of the last {equal['heldout_draws']} states "
                      "under the suite's prior, as for every workflow run" + (
                          "; log joint: of the last state's partition under the suite's model (its prior, "
-                         "α = 1), whatever model the method fitted." if _has_fit(equal) else "."))
+                         "α = 1), whatever model the method fitted." if fit else "."))
         for block in equal["datasets"]:
-            fit = _has_fit(equal)
             lines = [f"### {block['dataset']} ({block['n_train']:,} training + {block['n_test']:,} held-out points, "
                      f"{block['dim']}-D)", "",
                      "| method | options | iterations | time (s) | NMI | K | held-out log predictive | "

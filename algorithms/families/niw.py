@@ -758,6 +758,16 @@ def _sublabel_forms(sub_params: GaussianParams, sub_log_weights, shift):
             np.ascontiguousarray(h0), np.ascontiguousarray(m[0::2]))
 
 
+def _bound_inputs(params: GaussianParams, U, mu, prune: bool):
+    """What :func:`_likely_clusters` and :func:`_triangular_quadform` read, computed only when the
+    pass bounds the weights (``prune``; else empty arrays of the same types): the centred means
+    as columns, their squared norms, ``Lt[k, a, b] = U_k[b, a]`` and :func:`_precision_range`."""
+    if not prune:
+        return np.zeros((0, 0)), np.zeros(0), np.zeros((0, 0, 0)), np.zeros(0), np.zeros(0)
+    return (np.ascontiguousarray(mu.T), np.einsum("ka,ka->k", mu, mu), np.ascontiguousarray(np.swapaxes(U, 1, 2)),
+            *_precision_range(params))
+
+
 def _precision_range(params: GaussianParams):
     """Each precision's smallest and largest eigenvalue, widened past their rounding: with them
     ``lo_k ||x - mu_k||^2 <= ||U_k (x - mu_k)||^2 <= hi_k ||x - mu_k||^2`` (:func:`_likely_clusters`)."""
@@ -804,9 +814,7 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
                    const + np.asarray(log_weights, dtype=np.float64),
                    *_sublabel_forms(sub_params, sub_log_weights, shift),
                    np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64), seeds, block,
-                   z, zs, stats, n, s1, s2, prune, np.ascontiguousarray(mu.T), np.einsum("ka,ka->k", mu, mu),
-                   np.ascontiguousarray(np.swapaxes(U, 1, 2)),
-                   *(_precision_range(params) if prune else (np.zeros(K), np.zeros(K))), PRUNED_MAX_SHARE)
+                   z, zs, stats, n, s1, s2, prune, *_bound_inputs(params, U, mu, prune), PRUNED_MAX_SHARE)
     # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
     # beside them (a product over 512 rows spawns them) made the pass 20x slower
     with _blas_threads().limit(limits=1, user_api="blas") if block else nullcontext():
