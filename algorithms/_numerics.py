@@ -14,6 +14,14 @@ LOG_PI = math.log(math.pi)
 LOG_2PI = math.log(2.0 * math.pi)
 
 
+def take_rows(X, idx):
+    """The rows ``idx`` (integer positions) of ``X``: ``np.take`` for a dense array, where
+    numpy's row fancy indexing is several times slower on narrow rows (numpy 2.4, 110,000 of
+    1,000,000 rows: 3.3 vs 0.25 ms at 2-D, 6.9 vs 2.1 ms at 10-D); a sparse matrix indexes
+    itself. Same values either way."""
+    return X.take(idx, axis=0) if isinstance(X, np.ndarray) else X[idx]
+
+
 def log_multigamma(a, dim: int):
     """log Gamma_D(a), vectorised over ``a``."""
     a = np.asarray(a, dtype=np.float64)

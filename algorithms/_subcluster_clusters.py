@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._subcluster_shards import Edit, Restructure, pooled_moments, restructure
+from ._numerics import take_rows
 from .labelstep import take_params
 
 
@@ -67,7 +68,7 @@ class Clusters:
         (what :meth:`split` moves if the split is accepted)."""
         members = self.members(k)
         side = (rng.random(members.size) < w_right).astype(np.int64)
-        return self.family.stats(self.X[members], side, 2), members[side == 1]
+        return self.family.stats(take_rows(self.X, members), side, 2), members[side == 1]
 
     def reject_split(self, k, moved):
         """A proposed random split of k was rejected (nothing to undo in-process)."""
@@ -87,14 +88,15 @@ class Clusters:
         it must burn in again before it can split."""
         members = self.members(k) if members is None else members
         side = rng.integers(0, 2, members.size)
+        Xm = take_rows(self.X, members)
         if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
             # DPMMSubClusters' "smart splits": halves across the direction of largest spread
-            Xm = self.X[members]
-            centred = Xm - Xm.mean(axis=0)
+            # (the mean as a product: numpy's column mean of a narrow array is ~20x slower)
+            centred = Xm - np.ones(members.size) @ Xm / members.size
             axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
             side = (centred @ axis > 0).astype(np.int64)
         self.zs[members] = side
-        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
+        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
         self.isolated[k] = False
@@ -110,11 +112,12 @@ class Clusters:
         split the posterior favours on small real data) or grow into the structure around it.
         """
         members = self.members(k)
-        loglik = self.family.loglik(self.X[members], take_params(self.params, [k]))[:, 0]
+        Xm = take_rows(self.X, members)
+        loglik = self.family.loglik(Xm, take_params(self.params, [k]))[:, 0]
         side = np.zeros(members.size, dtype=np.int64)
         side[np.argmin(loglik)] = 1
         self.zs[members] = side
-        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(self.X[members], side, 2))
+        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
         self.isolated[k] = True

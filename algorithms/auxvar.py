@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from ._numerics import take_rows
 from .backends import ShardedState
 from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
@@ -116,10 +117,10 @@ def send_away(shard, relabel) -> tuple:
         leaving = np.flatnonzero(place == dest)
         leaving = leaving[np.argsort(labels[leaving], kind="stable")]  # cluster after cluster
         clusters, sizes = np.unique(labels[leaving], return_counts=True)
-        out[dest] = Rows(shard.X[leaving], ids[leaving], clusters, sizes)
+        out[dest] = Rows(take_rows(shard.X, leaving), ids[leaving], clusters, sizes)
     stay = np.flatnonzero(place == shard.index)
     if stay.size < len(labels):  # new arrays: the shard's previous version stays intact
-        shard.X, shard.ids = shard.X[stay], ids[stay]
+        shard.X, shard.ids = take_rows(shard.X, stay), ids[stay]
     shard.labels = labels[stay]
     return tuple(out)
 
@@ -144,7 +145,7 @@ def local_step(shard, payload: LocalStep) -> np.ndarray:
     # random order (sequential memory access), later ones in fresh uniform orders
     order = rng.permutation(n)
     uniforms = rng.random((payload.sweeps, n))
-    X = shard.X[order]
+    X = take_rows(shard.X, order)
     orders = [np.arange(n)] + [rng.permutation(n) for _ in range(payload.sweeps - 1)]
     block = Block(X, local[order], shard.static["log_prior_pred"][ids[order]], uniforms, orders, K)
     swept, K = sweep_block(family, block, payload.log_alpha)

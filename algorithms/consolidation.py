@@ -60,7 +60,7 @@ from scipy.special import gammaln
 
 from . import _consolidation_kernels as ck
 from . import _dispatch as dispatch
-from ._numerics import log_multigamma, sample_log_weights
+from ._numerics import log_multigamma, sample_log_weights, take_rows
 from .backends import ShardedState
 from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
@@ -196,7 +196,7 @@ def worker_cycle(shard, payload: CyclePayload) -> CycleResult:
     # sweep reads memory sequentially
     order = rng.permutation(N)
     uniforms = rng.random(N)
-    X = shard.X[order]
+    X = take_rows(shard.X, order)
     z = np.ascontiguousarray(z[order])
     capacity = sweep_with_globals(family, X, z, payload.stats, uniforms, payload.log_alpha,
                                   _log_prior_predictive(shard)[order])

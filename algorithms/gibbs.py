@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._numerics import take_rows
 from .base import Sampler
 from .collapsed import prior_predictive, run_sweep
 from .constraints import OneOf, Option
@@ -44,7 +45,7 @@ class CollapsedGibbs(Sampler):
             # visit points in a fresh uniform order, but gather them into that order first so
             # the sweep reads memory sequentially (random access costs more than the maths)
             order = rng.permutation(N)
-            X = state.X[order]
+            X = take_rows(state.X, order)
             kdata = self.family.kernel_data(X)
             lpp = state.log_prior_pred[order]
             scanned = labels[order]

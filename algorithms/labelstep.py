@@ -9,7 +9,7 @@ import math
 from numba import prange
 
 from .numba_cache import kernel
-from ._numerics import PARALLEL_MIN_WORK, parallel_variants, sample_log_weights, sample_rows
+from ._numerics import PARALLEL_MIN_WORK, parallel_variants, sample_log_weights, sample_rows, take_rows
 
 
 def take_params(params, idx):
@@ -37,18 +37,15 @@ def sample_labels(family, X, params, log_weights, uniforms, out=None) -> np.ndar
 
 
 @kernel
-def _sweep_keeping_clusters(loglik, log_weights, uniforms, labels, counts):
-    """Sequential restricted Gibbs over the rows of one block: a point that is the last
-    member of its cluster stays; the others are redrawn. ``counts`` is updated."""
-    N, K = loglik.shape
-    for r in range(N):
+def _keep_last_members(drawn, labels, counts):
+    """The sequential part of the restricted sweep, given every row's draw: in row order a
+    point that is the last member of its cluster stays, the others take their draw.
+    ``labels`` and ``counts`` are updated."""
+    for r in range(len(labels)):
         old = labels[r]
         if counts[old] == 1:
             continue
-        row = loglik[r]
-        for k in range(K):
-            row[k] += log_weights[k]
-        new = sample_log_weights(row, K, uniforms[r])
+        new = drawn[r]
         counts[old] -= 1
         counts[new] += 1
         labels[r] = new
@@ -87,11 +84,10 @@ def sweep_keeping_clusters(family, X, params, log_weights, labels, counts, unifo
     points, not only these rows) are updated in place, so the rows of a large set can be
     swept block after block, or shard after shard, passing ``counts`` on.
     """
-    N = family.n_points(X)
-    block = int(np.clip(2 ** 19 // max(len(log_weights), 1), 256, 16384))
-    for a in range(0, N, block):
-        b = min(a + block, N)
-        _sweep_keeping_clusters(family.loglik(X[a:b], params), log_weights, uniforms[a:b], labels[a:b], counts)
+    # A point's draw given the parameters does not depend on the other labels, only whether
+    # it is taken does: every draw in parallel (the same uniform per row, so the same labels
+    # as drawing row by row), then the cheap sequential pass over the integers.
+    _keep_last_members(sample_labels(family, X, params, log_weights, uniforms), labels, counts)
 
 
 def _sample_sub_rows(sub_loglik, sub_log_weights, labels, uniforms, out):
@@ -125,7 +121,7 @@ def sample_sublabels(family, X, labels, sub_params, sub_log_weights, uniforms) -
             rows = order[bounds[k]:bounds[k + 1]]
             if rows.size:
                 pair = np.array([2 * k, 2 * k + 1])
-                sll = family.loglik(X[rows], take_params(sub_params, pair))
+                sll = family.loglik(take_rows(X, rows), take_params(sub_params, pair))
                 side = np.empty(rows.size, dtype=np.int64)
                 # serial: BLAS threads still spinning after the product stall a parallel region
                 _SAMPLE_SUB_ROWS[0](sll, sub_log_weights[pair], np.zeros(rows.size, dtype=np.int64),
@@ -174,7 +170,7 @@ def _sample_labels_within_groups(family, X, params, log_weights, labels, groups,
     point_groups = groups[labels]
     for g in range(int(groups.max()) + 1):
         comps, idx = np.flatnonzero(groups == g), np.flatnonzero(point_groups == g)
-        out[idx] = comps[sample_labels(family, X[idx], take_params(params, comps), log_weights[comps],
+        out[idx] = comps[sample_labels(family, take_rows(X, idx), take_params(params, comps), log_weights[comps],
                                        rng.random(idx.size))]
     return out
 
@@ -214,8 +210,8 @@ def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_par
             comps = np.flatnonzero(groups == g)
             idx = rows[groups[labels[rows]] == g]
             local = np.searchsorted(comps, labels[idx])
-            sweep_keeping_clusters(family, X[idx], take_params(params, comps), log_weights[comps], local,
+            sweep_keeping_clusters(family, take_rows(X, idx), take_params(params, comps), log_weights[comps], local,
                                    counts[comps], rng.random(idx.size))
             z[idx] = comps[local]
-        zs[rows] = sample_sublabels(family, X[rows], z[rows], sub_params, sub_log_weights, rng.random(rows.size))
+        zs[rows] = sample_sublabels(family, take_rows(X, rows), z[rows], sub_params, sub_log_weights, rng.random(rows.size))
     return z, zs, family.stats(X, 2 * z + zs, 2 * K), True

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._numerics import take_rows
 from .base import Sampler
 from .collapsed import prior_predictive, run_sweep
 from .constraints import Interval, Option
@@ -189,7 +190,7 @@ class SuperclusterGibbs(Sampler):
         uniforms = rng.random((sweeps, N))
         # one gather puts every block's points contiguous and in scan order (sequential
         # memory access in the sweeps; a single fancy-index also for sparse input)
-        X, lpp, scanned = state.X[order], state.log_prior_pred[order], state.labels[order]
+        X, lpp, scanned = take_rows(state.X, order), state.log_prior_pred[order], state.labels[order]
         blocks = []
         for j in range(P):
             a, b = bounds[j], bounds[j + 1]
