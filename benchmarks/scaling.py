@@ -88,12 +88,15 @@ QUICK = {"plan": {"synth-chang2013?n=4000": tuple(BACKENDS)}, "iterations": 2}
 def layouts(cores: int, backend: str) -> list[tuple[int, int]]:
     """(workers, threads) to measure on ``cores`` cores: every power of two of threads in one
     process, or of single-threaded workers, and for Dask the mixed layouts that fill the
-    machine (2 x cores/2, 4 x cores/4, ...)."""
+    machine (2 x cores/2, 4 x cores/4, ...) and ``cores - 1`` single-threaded workers, which
+    leave a core to the master and the scheduler (on 16 cores, 16 workers took twice as long
+    per iteration as 15: every shard waits for the one whose process lost its core)."""
     powers = [p for p in (1, 2, 4, 8, 16, 32, 64, 128) if p <= cores]
     if backend == "in-process":
         return [(1, t) for t in powers]
     mixed = [(w, cores // w) for w in powers if 1 < w < cores and cores // w > 1]
-    return [(w, 1) for w in powers] + sorted(set(mixed))
+    spare = [(cores - 1, 1)] if cores > 2 and cores - 1 not in powers else []
+    return [(w, 1) for w in powers] + spare + sorted(set(mixed))
 
 
 def machine(name: str | None = None) -> dict:
