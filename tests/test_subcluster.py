@@ -19,7 +19,8 @@ from dpmmbench.algorithms._subcluster_shards import decode_labels
 from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.exact import exact_posterior
 from dpmmbench.algorithms.families import NormalInverseWishart
-from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters, take_params
+from dpmmbench.algorithms._numerics import sample_log_weights
+from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters, sweep_keeping_clusters, take_params
 from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
 from dpmmbench.algorithms.joint import log_joint
 from dpmmbench.algorithms.subcluster import (_log_q_dircat, _split_log_ratio, random_split_log_ratio,
@@ -125,6 +126,37 @@ def test_label_step_never_empties_a_cluster():
         assert np.bincount(new, minlength=K).min() > 0
         fell_back += fb
     assert fell_back == 20  # every parallel draw emptied it; the sequential sweep kept it
+
+
+def test_restricted_sweep_is_the_row_by_row_sweep():
+    """The sequential branch draws every row at once and keeps the last member of each cluster
+    in a pass over the integers: the labels and sizes of restricted Gibbs row by row, each row's
+    draw made from its log weights with its own uniform."""
+    ds = datasets.load("synth-chang2013?n=400")
+    fam = ds.family
+    rng = np.random.default_rng(3)
+    labels = ds.labels.copy()
+    labels[[0, 7]] = 10  # a pair whose points belong elsewhere: the first leaves, the second stays
+    labels[[1]] = 11  # a singleton: stays
+    K = 12
+    theta = fam.sample_params(fam.stats(ds.X, labels, K), rng)
+    log_pi = np.log(np.full(K, 1.0 / K))
+    log_pi[10:] = -1e3
+    uniforms = rng.random(len(labels))
+    expected, sizes = labels.copy(), np.bincount(labels, minlength=K)
+    loglik = fam.loglik(ds.X, theta) + log_pi
+    draw = sample_log_weights.py_func
+    for r in range(len(expected)):
+        if sizes[expected[r]] > 1:
+            new = draw(loglik[r].copy(), K, uniforms[r])
+            sizes[expected[r]] -= 1
+            sizes[new] += 1
+            expected[r] = new
+    got, counts = labels.copy(), np.bincount(labels, minlength=K).astype(np.int64)
+    sweep_keeping_clusters(fam, ds.X, theta, log_pi, got, counts, uniforms)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(counts, sizes)
+    assert counts[10] == counts[11] == 1 and got[7] == 10 and got[0] != 10
 
 
 def test_subclusters_split_from_one_cluster():
