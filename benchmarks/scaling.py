@@ -89,8 +89,8 @@ def layouts(cores: int, backend: str) -> list[tuple[int, int]]:
     """(workers, threads) to measure on ``cores`` cores: every power of two of threads in one
     process, or of single-threaded workers, and for Dask the mixed layouts that fill the
     machine (2 x cores/2, 4 x cores/4, ...) and ``cores - 1`` single-threaded workers, which
-    leave a core to the master and the scheduler (on 16 cores, 16 workers took twice as long
-    per iteration as 15: every shard waits for the one whose process lost its core)."""
+    leave a core to the master and the scheduler (in a diagnostic run on 16 cores every sharded
+    sampler took about twice as long per iteration at 16 workers as at 15 or 14)."""
     powers = [p for p in (1, 2, 4, 8, 16, 32, 64, 128) if p <= cores]
     if backend == "in-process":
         return [(1, t) for t in powers]
