@@ -153,8 +153,10 @@ def timed_call(fn: Callable, shard: Shard, payload):
 
 
 def shard_output(shard: Shard) -> tuple:
-    """``(result, seconds)`` of the last map function run on ``shard``."""
-    return shard.out, shard.elapsed
+    """``(result, seconds, size)`` of the last map function run on ``shard``: the result, the
+    seconds it took and its :func:`wire_size`, measured where the shard is (on a Dask worker,
+    in parallel with the other shards, not on the master, which pays every message already)."""
+    return shard.out, shard.elapsed, wire_size(shard.out)
 
 
 def shard_labels(shard: Shard):
@@ -230,8 +232,8 @@ class ShardGroup(ABC):
         return out
 
     def _received(self, index: int, output: tuple):
-        result, seconds = output
-        self._count_received(wire_size(result))
+        result, seconds, size = output
+        self._count_received(size)
         self._compute[index] += seconds
         return result
 
@@ -322,11 +324,11 @@ class ShardGroup(ABC):
 
     @abstractmethod
     def _results(self, pending: list[Pending]) -> list[tuple]:
-        """The :func:`shard_output` pair of every pending map, in the order given."""
+        """The :func:`shard_output` triple of every pending map, in the order given."""
 
     @abstractmethod
     def _as_completed(self, pending: list[Pending]) -> Iterator[tuple[int, tuple]]:
-        """``(shard index, shard_output pair)`` as each pending map finishes."""
+        """``(shard index, shard_output triple)`` as each pending map finishes."""
 
     @abstractmethod
     def _gather_labels(self) -> list[np.ndarray]:

@@ -255,7 +255,7 @@ class ShardActor:
         self._shard = shard
 
     def step(self, fn, payload) -> tuple:
-        """Run map function ``fn``; ``(result, seconds)`` (:func:`shard_output`)."""
+        """Run map function ``fn``; ``(result, seconds, size)`` (:func:`shard_output`)."""
         self._shard = run_on_shard(fn, self._shard, payload)
         return shard_output(self._shard)
 
@@ -276,7 +276,7 @@ class _Call:
 
     def __init__(self, index, fn, payload):
         self.index, self.fn, self.payload = index, fn, payload
-        self.outcome = None  #: ("ok", shard_output pair) or ("error", exception)
+        self.outcome = None  #: ("ok", shard_output triple) or ("error", exception)
         self.collected = False
         self.value = None
 
