@@ -22,6 +22,12 @@ def take_rows(X, idx):
     return X.take(idx, axis=0) if isinstance(X, np.ndarray) else X[idx]
 
 
+def column_mean(X: np.ndarray) -> np.ndarray:
+    """The mean of the rows of a dense ``X`` (at least one), as a product: numpy's column mean
+    of a narrow array is ~20x slower (110,000 x 2: 1.6 vs 0.08 ms)."""
+    return np.ones(len(X)) @ X / len(X)
+
+
 def log_multigamma(a, dim: int):
     """log Gamma_D(a), vectorised over ``a``."""
     a = np.asarray(a, dtype=np.float64)

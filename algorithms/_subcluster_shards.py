@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._numerics import take_rows
+from ._numerics import column_mean, take_rows
 from .labelstep import draw_with_sublabels, sample_sublabels, sweep_keeping_clusters, take_params
 
 PREVIOUS_SHIFT = 32  #: shard labels: bits from here up hold the cluster before the draw
@@ -135,7 +135,7 @@ def restructure(shard, payload: Restructure) -> Restructured:
         for r, k in enumerate(payload.moments):
             Xk = take_rows(X, np.flatnonzero(z == k))
             if len(Xk):
-                n[r], mean[r] = len(Xk), np.ones(len(Xk)) @ Xk / len(Xk)  # a narrow array's column mean is slow
+                n[r], mean[r] = len(Xk), column_mean(Xk)
                 centred = Xk - mean[r]
                 scatter[r] = centred.T @ centred
         moments = (n, mean, scatter)

@@ -9,7 +9,7 @@ import math
 from numba import prange
 
 from .numba_cache import kernel
-from ._numerics import PARALLEL_MIN_WORK, parallel_variants, sample_log_weights, sample_rows, take_rows
+from ._numerics import PARALLEL_MIN_WORK, parallel_variants, sample_rows, take_rows
 
 
 def take_params(params, idx):
