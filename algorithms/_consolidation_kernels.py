@@ -186,14 +186,18 @@ def sequential_split(model, log_alpha, rows, L_atoms, atoms, r, sample, uniforms
 # ---- pooled consolidation (docs/algorithms.md §8.3) -------------------------------------------------------
 #
 # Workspace ``ws`` = (GS, GL, M, S, L_atoms, idx, assign, s1, s2, tmp, r1, r2): group sums
-# (A, W), their log marginals, the merge table M (log rho of every pair of groups, -inf on the
+# (at most A groups, W), their log marginals, the merge table M (log rho of every pair of groups, -inf on the
 # diagonal), the split table S (-log beta, -inf for a group of one atom), the atoms' log
 # marginals and scratch. ``labels`` (A,) holds every atom's group in 0..G-1.
 
-def workspace(rows):
-    """Buffers for the pooled-consolidation loops over ``rows`` (A atoms)."""
+def workspace(rows, max_groups=None):
+    """Buffers for the pooled-consolidation loops over ``rows`` (A atoms) with at most
+    ``max_groups`` groups at any time (default A; :func:`pooled_mcmc` from G groups makes at
+    most ``n_steps`` more). The group tables are sized by it: the merge table of every atom
+    pair is most of the work of building the tables when there are many more atoms than groups."""
     A, W = rows.shape
-    return (np.zeros((A, W)), np.zeros(A), np.full((A, A), -np.inf), np.full(A, -np.inf), np.zeros(A),
+    G = A if max_groups is None else max(1, min(A, int(max_groups)))
+    return (np.zeros((G, W)), np.zeros(G), np.full((G, G), -np.inf), np.full(G, -np.inf), np.zeros(A),
             np.zeros(A, dtype=np.int64), np.zeros(A, dtype=np.int64), np.zeros(W), np.zeros(W), np.zeros(W),
             np.zeros(A), np.zeros(A))
 
@@ -403,7 +407,7 @@ def _apply_split(model, log_alpha, rows, labels, G, ws, g, r, r12, L1, L2):
     return G + 1
 
 
-@kernel
+@kernel(nogil=True)  # the master's Dask event loop takes replies in while it runs
 def pooled_mcmc(model, log_alpha, rows, labels, G, n_steps, rng, ws):
     """``n_steps`` merge-or-split MH steps over groupings of the atoms ``rows`` (docs/algorithms.md §8.3).
 

@@ -22,7 +22,7 @@ from dpmmbench import datasets
 from dpmmbench.algorithms import _consolidation_kernels as ck
 from dpmmbench.algorithms.backends import SerialBackend, run_on_shard
 from dpmmbench.algorithms.backends.base import make_shard, shard_seeds
-from dpmmbench.algorithms.consolidation import worker_cycle
+from dpmmbench.algorithms.consolidation import POOLED_BATCH, worker_cycle
 
 from . import common
 
@@ -61,7 +61,7 @@ class ConsWorkerStep:
     def setup(self, dataset):
         ds = datasets.load(dataset)
         chain = common.chain("cons-prog", ds.X, ds.labels, ds.family, backend=SerialBackend(1))
-        self.payload, _ = chain.sampler._payload(chain.state, 0)
+        [(self.payload, _)] = chain.sampler._payloads(chain.state, [0])
         local = chain.state.shards.gather_labels()
         self.shard = make_shard(0, 0, chain.state.X, local, shard_seeds(common.SEED, 1)[0], {"family": ds.family})
         run_on_shard(worker_cycle, self.shard, self.payload)  # JIT (or cache load) off the clock
@@ -161,3 +161,34 @@ class ConsStep:
         return float(info["bytes_sent"] + info["bytes_received"])
 
     track_bytes_per_iteration.unit = "bytes"
+
+
+class ConsMasterSixteenWorkers:
+    """The master's own work in one iteration with 16 workers, the serial part that grows
+    with the workers: the 16 payloads (one grouping of the ~650 atoms), and one
+    ``cons-async`` batch of pooled steps over those atoms (its tables rebuilt, then
+    :data:`~dpmmbench.algorithms.consolidation.POOLED_BATCH` steps; an iteration makes
+    ``mcmc_steps / POOLED_BATCH`` such batches)."""
+
+    params = _DATASETS
+    param_names = ["dataset"]
+    tiny_params = _TINY
+
+    def setup(self, dataset):
+        ds = datasets.load(dataset)
+        self.chain = common.chain("cons-async", ds.X, ds.labels, ds.family, backend=SerialBackend(16))
+        self.time_payloads(dataset)
+        self.time_pooled_batch(dataset)
+
+    def time_payloads(self, dataset):
+        self.chain.sampler._payloads(self.chain.state, range(16))
+
+    def time_pooled_batch(self, dataset):
+        # the state moves on as in a chain: every call starts from the last grouping
+        self.chain.sampler._pooled(self.chain.state, POOLED_BATCH)
+
+    def track_atoms(self, dataset):
+        """Atoms the master holds."""
+        return float(len(self.chain.state.atoms.gid))
+
+    track_atoms.unit = "atoms"

@@ -333,9 +333,9 @@ def test_first_cycle_uses_alpha_over_the_worker_count():
     ds = datasets.load("synth-wang2017?n_clusters=4&scale=0.01")
     s = algorithms.make("cons-prog", family=ds.family, alpha=2.0, seed=0, backend=SerialBackend(4))
     state = s.init(ds.X)
-    assert s._payload(state, 1)[0].log_alpha == pytest.approx(math.log(0.5))
+    assert s._payloads(state, [1])[0][0].log_alpha == pytest.approx(math.log(0.5))
     state = s.step(state)
-    assert s._payload(state, 1)[0].log_alpha == pytest.approx(math.log(2.0))
+    assert s._payloads(state, [1])[0][0].log_alpha == pytest.approx(math.log(2.0))
 
 
 def test_async_cycles_and_pooled_moves():
