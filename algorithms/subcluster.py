@@ -359,7 +359,9 @@ class SubClusters(Sampler):
             c.restart(k, rng)
         c.sync()
 
-        # burn-in monitor: L(left) + L(right) of every cluster
+        # burn-in monitor: L(left) + L(right) of every cluster. L, the log marginal of every
+        # cluster, is kept current through the splits and merges below (restarts leave a
+        # cluster's points alone): a merge proposal then needs only L(a u b)
         Ll, Lr, L = c.log_marginals(np.arange(K))
         c.history = np.concatenate([c.history[:, 1:], (Ll + Lr)[:, None]], axis=1)
         c.splittable |= self._burnt_in(c.history)
@@ -373,6 +375,8 @@ class SubClusters(Sampler):
             if mh_accept(rng.random(), _split_log_ratio(alpha, nl, nr, Ll[k], Lr[k], L[k])):
                 info["accepted_splits"] += 1
                 c.split(k, c.subcluster(k, 1), rng)
+                L = np.append(L, Lr[k])
+                L[k] = Ll[k]
             elif np.isfinite(c.history[k]).all():
                 # sub-labels that have had a whole window since their last restart and still
                 # propose a rejected split are stuck in it: kept, they would propose it forever.
@@ -386,9 +390,9 @@ class SubClusters(Sampler):
 
         # 6. merges (and random splits)
         if self.params["merges"] == "random":
-            self._random_moves(c, rng, info, alpha)
+            self._random_moves(c, rng, info, alpha, L)
         elif self.params["merges"] == "pairwise":
-            self._pairwise_merges(c, rng, info, alpha)
+            self._pairwise_merges(c, rng, info, alpha, L)
 
     def _burnt_in(self, history):
         rule = self.params["burnin"]
@@ -403,12 +407,13 @@ class SubClusters(Sampler):
             # the window's (slightly inflated) average
             return finite.all(axis=1) & (history.sum(axis=1) / (W - 0.1) - history[:, -1] < 0.01)
 
-    def _random_moves(self, c, rng, info, alpha):
+    def _random_moves(self, c, rng, info, alpha, L):
         """Random Dirichlet-categorical splits and random merges with the thesis ratio and
         exact selection probabilities (docs/algorithms.md §5.5): a split picks a cluster with probability
         p/K, a merge a pair (within a super-cluster) with probability (1-p)/pairs; an
         unordered split has probability 2 q(labels). Each proposal is an exact MH move on
-        the partition whatever happened earlier in the step."""
+        the partition whatever happened earlier in the step. ``L``: the log marginal of every
+        cluster, kept current here."""
         fam = self.family
         p = self.params["random_split_prob"]
         for _ in range(self.params["random_moves"]):
@@ -426,33 +431,33 @@ class SubClusters(Sampler):
                     c.reject_split(k, moved)
                     continue
                 L_halves = fam.log_marginal_stats(halves)
-                Lk = fam.log_marginal_stats(c.cluster_stats([k]))[0]
                 pairs_after = pairs + int((c.group[ids] == c.group[k]).sum())
-                log_h = random_split_log_ratio(alpha, p, Kc, pairs_after, nl, nr, L_halves[0], L_halves[1], Lk)
+                log_h = random_split_log_ratio(alpha, p, Kc, pairs_after, nl, nr, L_halves[0], L_halves[1], L[k])
                 if mh_accept(rng.random(), log_h):
                     info["accepted_splits"] += 1
                     c.split(k, moved, rng)
+                    L = np.append(L, L_halves[1])
+                    L[k] = L_halves[0]
                 else:
                     c.reject_split(k, moved)
             elif pairs > 0:
                 a, b = c.pick_pair(rng)
                 info["proposed_merges"] += 1
-                na, nb, La, Lb, Lab = self._merge_terms(c, a, b)
-                log_h = -random_split_log_ratio(alpha, p, Kc - 1, pairs, na, nb, La, Lb, Lab)
+                na, nb, Lab = self._merge_terms(c, a, b)
+                log_h = -random_split_log_ratio(alpha, p, Kc - 1, pairs, na, nb, L[a], L[b], Lab)
                 if mh_accept(rng.random(), log_h):
                     info["accepted_merges"] += 1
                     c.merge(a, b)
+                    L[a] = Lab
 
     def _merge_terms(self, c, a, b):
-        """(n_a, n_b, L(a), L(b), L(a u b)) from the statistics alone."""
+        """(n_a, n_b, L(a u b)) from the statistics alone."""
         fam = self.family
         st = c.cluster_stats([a, b])
-        La, Lb = fam.log_marginal_stats(st)
-        Lab = fam.log_marginal_stats(fam.sum_pairs(st))[0]
         na, nb = st.n
-        return na, nb, La, Lb, Lab
+        return na, nb, fam.log_marginal_stats(fam.sum_pairs(st))[0]
 
-    def _pairwise_merges(self, c, rng, info, alpha):
+    def _pairwise_merges(self, c, rng, info, alpha, L):
         """DPMMSubClusters merges: every pair of splittable clusters (within a super-cluster,
         as Chang's code tests them), in order, with the random-merge ratio and no selection
         terms (approximate: no paired reverse move)."""
@@ -465,11 +470,12 @@ class SubClusters(Sampler):
                 if not (c.splittable[a] and c.splittable[b]):
                     continue
                 info["proposed_merges"] += 1
-                na, nb, La, Lb, Lab = self._merge_terms(c, a, b)
-                log_h_split = _split_log_ratio(alpha, na, nb, La, Lb, Lab)
+                na, nb, Lab = self._merge_terms(c, a, b)
+                log_h_split = _split_log_ratio(alpha, na, nb, L[a], L[b], Lab)
                 if mh_accept(rng.random(), -log_h_split + _log_q_dircat(na, nb, alpha)):
                     info["accepted_merges"] += 1
                     c.merge(a, b)
+                    L[a] = Lab
                     merged[a] = merged[b] = True
 
 
