@@ -168,9 +168,17 @@ class ShardedClusters(Clusters):
     """:class:`Clusters` whose points live on shards. The master keeps the statistics of
     every cluster and sub-cluster; an edit of the partition is queued and reaches the shards
     with the next map (:meth:`sync`, or a random split proposal). The sub-cluster statistics
-    of a restarted cluster are unknown ("stale") until then; nothing reads them before."""
+    of a restarted cluster are unknown ("stale") until then; nothing reads them before.
 
-    def __init__(self, family, shards, sub, history, splittable, principal, params=None, isolated=None):
+    ``drawn``: what the step's label draw brought back besides the statistics (see
+    :class:`._subcluster_shards.Drawn`, pooled over shards): the moments of some sub-clusters
+    ``(their rows, (n, mean, centred scatter))`` and the worst-explained point of some
+    clusters (cluster -> (shard, row)), each None if not asked for. A restart
+    of a cluster still made of the draw's sub-clusters (untouched, or one side of a sub-cluster
+    split) then needs no map to find its principal axis or its worst point."""
+
+    def __init__(self, family, shards, sub, history, splittable, principal, params=None, isolated=None,
+                 drawn=(None, None)):
         super().__init__(family, None, None, None, sub, history, splittable, principal=principal, params=params,
                          isolated=isolated)
         self.shards = shards
@@ -178,6 +186,9 @@ class ShardedClusters(Clusters):
         self.stale = set()
         self.to_isolate = set()  #: clusters to :meth:`isolate` at sync (their statistics are stale too)
         self.edits = []
+        self.drawn_moments, self.drawn_worst = drawn
+        #: the draw's sub-clusters each cluster is made of (None: other points since)
+        self.origin = [(2 * k, 2 * k + 1) for k in range(self.K)]
 
     def size(self, k):
         return self.clusters.n[k]
@@ -218,6 +229,7 @@ class ShardedClusters(Clusters):
         self.splittable = np.append(self.splittable, False)
         self.isolated = np.append(self.isolated, False)
         self.alive = np.append(self.alive, True)
+        self.origin.append(None)
 
     def random_halves(self, k, w_right, rng):
         new = self.K
@@ -235,10 +247,13 @@ class ShardedClusters(Clusters):
             assert moved[2] == 1
             self.edits.append(Edit("split", k, new))
             parts = self.family.take_stats(self.sub, [2 * k, 2 * k + 1])
+            left, right = ((2 * k,), (2 * k + 1,)) if self.origin[k] == (2 * k, 2 * k + 1) else (None, None)
         else:  # the shards have moved the right half already
             assert moved[1] == new
             parts = moved[2]
+            left = right = None
         self._grow()
+        self.origin[k], self.origin[new] = left, right
         self.group = np.append(self.group, self.group[k])
         self.family.set_stats(self.clusters, [k, new], parts)
         self.restart(k, rng)
@@ -259,6 +274,7 @@ class ShardedClusters(Clusters):
         self.stale.difference_update((a, b))  # the merge sets the sub-labels of both
         self.to_isolate.difference_update((a, b))
         self.edits.append(Edit("merge", a, b))
+        self.origin[a] = self.origin[b] = None
 
     def sync(self, remap=None):
         """Carry out the queued edits on the shards, give restarted clusters new sub-labels
@@ -271,21 +287,29 @@ class ShardedClusters(Clusters):
             return
         edits, self.edits = tuple(self.edits), []
         principal = [k for k in stale if self.principal and self.clusters.n[k] > 2]
-        axes = points = None
-        if principal or isolated:
-            worst = (np.array(isolated), take_params(self.params, isolated)) if isolated else None
-            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(principal) if principal else None,
-                                                             worst=worst))
+        known_moments = self._drawn_moments(principal)
+        known_worst = self._drawn_worst(isolated)
+        fetch_moments = [k for k in principal if k not in known_moments]
+        fetch_worst = [k for k in isolated if k not in known_worst]
+        fetched_moments, fetched_worst = {}, {}
+        if fetch_moments or fetch_worst:
+            worst = (np.array(fetch_worst), take_params(self.params, fetch_worst)) if fetch_worst else None
+            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(fetch_moments) if fetch_moments
+                                                             else None, worst=worst))
             edits = ()
-            if principal:
+            if fetch_moments:
                 _, mean, scatter = pooled_moments([p.moments for p in parts])
-                axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
-            if isolated:
-                # the first of equals, as in-process: shards hold consecutive rows
-                lowest = np.array([p.worst[0] for p in parts])
-                shard = np.argmin(lowest, axis=0)
-                rows = np.array([p.worst[1] for p in parts])[shard, np.arange(len(isolated))]
-                points = (np.array(isolated), shard, rows)
+                fetched_moments = dict(zip(fetch_moments, zip(mean, scatter)))
+            if fetch_worst:
+                fetched_worst = pick_worst(fetch_worst, [p.worst for p in parts])
+        axes = points = None
+        if principal:
+            moments = [known_moments.get(k) or fetched_moments[k] for k in principal]
+            mean, scatter = np.array([m[0] for m in moments]), np.array([m[1] for m in moments])
+            axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
+        if isolated:
+            found = [known_worst.get(k) or fetched_worst[k] for k in isolated]
+            points = (np.array(isolated), np.array([f[0] for f in found]), np.array([f[1] for f in found]))
         restarted = stale + isolated
         restart = np.array(restarted, dtype=np.int64) if restarted else None
         parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, isolate=points,
@@ -295,3 +319,34 @@ class ShardedClusters(Clusters):
             fam.set_stats(self.sub, subcluster_rows(restart), fam.sum_stats([p.restarted for p in parts]))
         self.stale.clear()
         self.to_isolate.clear()
+
+    def _drawn_moments(self, ks) -> dict:
+        """cluster -> (mean, centred scatter) from the draw's sub-cluster moments, for the
+        clusters of ``ks`` still made of the draw's sub-clusters."""
+        if self.drawn_moments is None:
+            return {}
+        rows, (n, mean, scatter) = self.drawn_moments
+        where = dict(zip(rows.tolist(), range(len(rows))))
+        out = {}
+        for k in ks:
+            if self.origin[k] is not None and all(r in where for r in self.origin[k]):
+                at = [where[r] for r in self.origin[k]]
+                _, m, S = pooled_moments([(n[[i]], mean[[i]], scatter[[i]]) for i in at])
+                out[k] = (m[0], S[0])
+        return out
+
+    def _drawn_worst(self, ks) -> dict:
+        """cluster -> (shard, row) of its worst-explained point found by the draw, for the
+        clusters of ``ks`` it looked at whose points are still the draw's."""
+        found = self.drawn_worst or {}
+        return {k: found[k] for k in ks if k in found and self.origin[k] == (2 * k, 2 * k + 1)}
+
+
+def pick_worst(clusters, parts) -> dict:
+    """cluster -> (shard, row) of the lowest of the shards' worst points ``parts`` (each
+    ``(lowest, rows)`` over ``clusters``); the first of equals, as in-process, since shards
+    hold consecutive rows."""
+    lowest = np.array([p[0] for p in parts])
+    shard = np.argmin(lowest, axis=0)
+    rows = np.array([p[1] for p in parts])[shard, np.arange(len(clusters))]
+    return {k: (int(shard[i]), int(rows[i])) for i, k in enumerate(clusters)}

@@ -7,8 +7,9 @@ hold the point's cluster before the draw, which the sequential sweep needs if th
 finds that the parallel draw emptied a cluster. Messages down are :class:`LabelDraw`,
 :class:`Resweep` and :class:`Restructure` (a batch of :class:`Edit` of the partition, new
 sub-labels, a tentative random split); the map functions :func:`draw_labels`,
-:func:`resweep_labels` and :func:`restructure` answer with sub-cluster statistics (and
-:class:`Restructured`), which the master sums over shards.
+:func:`resweep_labels` and :func:`restructure` answer with sub-cluster statistics (in
+:class:`Drawn` and :class:`Restructured`, with the moments and worst-explained points asked
+for), which the master sums or pools over shards.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._numerics import column_mean, take_rows
+from ._numerics import take_rows
+from .families.niw import grouped_gaussian_stats
 from .labelstep import draw_with_sublabels, sample_sublabels, sweep_keeping_clusters, take_params
 
 PREVIOUS_SHIFT = 32  #: shard labels: bits from here up hold the cluster before the draw
@@ -38,6 +40,20 @@ class LabelDraw(NamedTuple):
     theta: Any  #: the family's parameters of the K clusters
     log_spi: np.ndarray  #: (2K,) log sub-weights
     stheta: Any  #: parameters of the 2K sub-clusters
+    #: clusters whose sub-clusters' moments to return after the draw (what a principal restart
+    #: of such a cluster needs, whole or split along its sub-clusters), or None
+    moments: np.ndarray | None = None
+    #: clusters whose worst-explained point under ``theta`` to find after the draw (what an
+    #: isolate needs), or None
+    worst: np.ndarray | None = None
+
+
+class Drawn(NamedTuple):
+    """What one shard returns from :func:`draw_labels`."""
+
+    stats: Any  #: statistics of the 2K sub-clusters
+    moments: tuple | None = None  #: (n, mean, centred scatter) of the sub-clusters 2r, 2r + 1 of each cluster of ``moments``
+    worst: tuple | None = None  #: (lowest log-likelihood, its row; inf and -1 if none) per cluster of ``worst``
 
 
 class Resweep(NamedTuple):
@@ -84,16 +100,24 @@ class Restructured(NamedTuple):
 
 # ---- map functions (run where the shards are) -----------------------------------------------
 
-def draw_labels(shard, draw: LabelDraw):
+def draw_labels(shard, draw: LabelDraw) -> Drawn:
     """The label step on one shard: every label among the existing clusters, in parallel,
     then every sub-label (as in-process, :func:`draw_keeping_clusters_with_sublabels` without
-    its check, which needs every shard's counts). Returns the shard's sub-cluster statistics."""
-    family = shard.static["family"]
+    its check, which needs every shard's counts). Returns the shard's sub-cluster statistics,
+    and the moments and worst-explained points asked for (so that the restarts the master
+    decides from them need no map of their own)."""
+    family, X = shard.static["family"], shard.X
     z, _ = decode_labels(shard.labels)
-    new, zs, stats = draw_with_sublabels(family, shard.X, draw.theta, draw.log_pi, draw.stheta, draw.log_spi,
-                                         shard.rng)
+    new, zs, stats = draw_with_sublabels(family, X, draw.theta, draw.log_pi, draw.stheta, draw.log_spi, shard.rng)
     shard.labels = (2 * new + zs) | (z << PREVIOUS_SHIFT)
-    return stats
+    moments = worst = None
+    if draw.moments is not None:
+        pos = _position(new, draw.moments)
+        rows = np.flatnonzero(pos >= 0)
+        moments = group_moments(take_rows(X, rows), 2 * pos[rows] + zs[rows], 2 * len(draw.moments))
+    if draw.worst is not None:
+        worst = _worst_points(family, X, new, draw.worst, take_params(draw.theta, draw.worst))
+    return Drawn(stats, moments, worst)
 
 
 def resweep_labels(shard, payload: Resweep):
@@ -107,6 +131,29 @@ def resweep_labels(shard, payload: Resweep):
     zs = sample_sublabels(family, shard.X, z, draw.stheta, draw.log_spi, shard.rng.random(len(z)))
     shard.labels = 2 * z + zs
     return family.stats(shard.X, 2 * z + zs, 2 * len(draw.log_pi)), counts
+
+
+def _worst_points(family, X, z, clusters, params):
+    """(lowest log-likelihood, its row) of the points of each of ``clusters`` under its
+    parameters (``params``, in that order); (inf, -1) for a cluster with no point here."""
+    lowest, rows = np.full(len(clusters), np.inf), np.full(len(clusters), -1, dtype=np.int64)
+    for r, k in enumerate(clusters):
+        idx = np.flatnonzero(z == k)
+        if idx.size:
+            loglik = family.loglik(take_rows(X, idx), take_params(params, [r]))[:, 0]
+            j = int(np.argmin(loglik))
+            lowest[r], rows[r] = loglik[j], idx[j]
+    return lowest, rows
+
+
+def group_moments(X, labels, n_groups):
+    """(n, mean, centred scatter) of the rows of each label 0..n_groups-1 (mean 0 and scatter
+    0 where there is none): the scatter about each group's own mean, so no large raw
+    moments cancel."""
+    n, s1, _ = grouped_gaussian_stats(X, labels, n_groups)
+    mean = s1 / np.maximum(n, 1.0)[:, None]
+    _, _, scatter = grouped_gaussian_stats(X - take_rows(mean, labels), labels, n_groups)
+    return n, mean, scatter
 
 
 def _position(z, clusters):
@@ -130,25 +177,11 @@ def restructure(shard, payload: Restructure) -> Restructured:
             zs[in_a], zs[in_b], z[in_b] = 0, 1, a
     moments = restarted = halves = worst = None
     if payload.moments is not None:
-        R, D = len(payload.moments), X.shape[1]
-        n, mean, scatter = np.zeros(R), np.zeros((R, D)), np.zeros((R, D, D))
-        for r, k in enumerate(payload.moments):
-            Xk = take_rows(X, np.flatnonzero(z == k))
-            if len(Xk):
-                n[r], mean[r] = len(Xk), column_mean(Xk)
-                centred = Xk - mean[r]
-                scatter[r] = centred.T @ centred
-        moments = (n, mean, scatter)
+        pos = _position(z, payload.moments)
+        rows = np.flatnonzero(pos >= 0)
+        moments = group_moments(take_rows(X, rows), pos[rows], len(payload.moments))
     if payload.worst is not None:
-        clusters, params = payload.worst
-        lowest, rows = np.full(len(clusters), np.inf), np.full(len(clusters), -1, dtype=np.int64)
-        for r, k in enumerate(clusters):
-            idx = np.flatnonzero(z == k)
-            if idx.size:
-                loglik = family.loglik(take_rows(X, idx), take_params(params, [r]))[:, 0]
-                j = int(np.argmin(loglik))
-                lowest[r], rows[r] = loglik[j], idx[j]
-        worst = (lowest, rows)
+        worst = _worst_points(family, X, z, *payload.worst)
     if payload.restart is not None:
         pos = _position(z, payload.restart)
         rows = np.flatnonzero(pos >= 0)

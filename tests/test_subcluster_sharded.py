@@ -14,6 +14,7 @@ from conftest import PROBLEMS, untimed
 from dpmmbench import algorithms
 from dpmmbench import datasets
 from dpmmbench.algorithms.backends import DaskBackend, SerialBackend
+from dpmmbench.algorithms import subcluster
 from dpmmbench.algorithms.subcluster import ShardedSubclusterState, SubclusterState
 
 
@@ -102,6 +103,35 @@ def test_a_steady_iteration_is_one_map_of_statistics():
         # down: K weights and means, 2K sub-weights and sub-means; up: 2K x (n, sum x, sum |x|^2)
         assert 8 * 3 * K * (1 + D) < info["bytes_sent"] / M < 8 * 3 * K * (1 + D) + 2048
         assert 8 * 2 * K * (D + 2) < info["bytes_received"] / M < 8 * 2 * K * (D + 2) + 1024
+
+
+def test_what_the_draw_brings_back_for_restarts_saves_maps_and_changes_nothing(monkeypatch):
+    """On small shards the label draw also returns the sub-clusters' moments and the worst
+    points that the step's restarts are likely to need (``SMALL_SHARD_POINTS``): the same
+    labels, sub-labels and moves as fetching them with maps of their own, in fewer maps."""
+    ds = datasets.load("synth-wang2017?scale=0.05")
+    traffic, default = ("messages", "bytes_sent", "bytes_received"), subcluster.SMALL_SHARD_POINTS
+    for init_clusters in (1, "truth"):  # through the first splits; near the mode, where chains spend their time
+        kw = {"labels": ds.labels} if init_clusters == "truth" else {"init_clusters": 1}
+        traces = []
+        for small in (default, 0):
+            monkeypatch.setattr(subcluster, "SMALL_SHARD_POINTS", small)
+            s = algorithms.make("subc", family=ds.family, alpha=1.0, seed=0, backend=SerialBackend(3))
+            state = s.init(ds.X, **kw)
+            trace = []
+            for _ in range(40):
+                state = s.step(state)
+                trace.append((state.labels.copy(), state.sublabels.copy(), untimed(state.info)))
+            traces.append(trace)
+        fused, apart = traces
+        for (la, sa, ia), (lb, sb, ib) in zip(fused, apart):
+            np.testing.assert_array_equal(la, lb)
+            np.testing.assert_array_equal(sa, sb)
+            assert {k: v for k, v in ia.items() if k not in traffic} == {k: v for k, v in ib.items() if k not in traffic}
+        moves = sum(info["accepted_splits"] + info["proposed_merges"] for _, _, info in apart)
+        maps = [sum(info["messages"] for _, _, info in trace) for trace in (fused, apart)]
+        # measured: 294 against 318 messages from one cluster, 618 against 924 from the truth
+        assert moves > 0 and maps[0] < (0.95 if init_clusters == 1 else 0.75) * maps[1], (init_clusters, maps)
 
 
 def test_dask_gives_the_serial_labels_and_traffic(client):
