@@ -382,14 +382,24 @@ class SubClusters(Sampler):
         only statistics are read here; what needs the points goes through ``c``)."""
         K = c.K
         # 4. a cluster with an empty sub-cluster restarts
-        for k in np.flatnonzero((c.sub.n.reshape(K, 2) == 0).any(axis=1) & c.alive):
+        restarted = np.flatnonzero((c.sub.n.reshape(K, 2) == 0).any(axis=1) & c.alive)
+        for k in restarted:
             c.restart(k, rng)
-        c.sync()
+        if self.params["burnin"] == "none":  # every cluster is proposed at once, these too
+            c.sync()
+            restarted = restarted[:0]
 
-        # burn-in monitor: L(left) + L(right) of every cluster. L, the log marginal of every
-        # cluster, is kept current through the splits and merges below (restarts leave a
-        # cluster's points alone): a merge proposal then needs only L(a u b)
-        Ll, Lr, L = c.log_marginals(np.arange(K))
+        # burn-in monitor: L(left) + L(right) of every cluster but those just restarted, whose
+        # window starts with the next draw, as after the restarts of step 5 (so that, with
+        # the points on shards, their new sub-labels wait for the step's one sync; they could
+        # not split this step under either burn-in rule that watches the window). L, the log
+        # marginal of every cluster, is kept current through the splits and merges below
+        # (restarts leave a cluster's points alone): a merge proposal then needs only L(a u b)
+        watched = np.setdiff1d(np.arange(K), restarted)
+        Ll, Lr, L = np.full(K, -np.inf), np.full(K, -np.inf), np.empty(K)
+        Ll[watched], Lr[watched], L[watched] = c.log_marginals(watched)
+        if len(restarted):
+            L[restarted] = self.family.log_marginal_stats(c.cluster_stats(restarted))
         c.history = np.concatenate([c.history[:, 1:], (Ll + Lr)[:, None]], axis=1)
         c.splittable |= self._burnt_in(c.history)
 
@@ -426,10 +436,10 @@ class SubClusters(Sampler):
         if rule == "none":
             return np.ones(len(history), dtype=bool)
         finite = np.isfinite(history)
-        if rule == "first-nonincrease":
-            return finite[:, -2:].all(axis=1) & (history[:, -1] - history[:, -2] <= 0)
         W = history.shape[1]
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"):  # -inf - -inf: a window not yet full, masked
+            if rule == "first-nonincrease":
+                return finite[:, -2:].all(axis=1) & (history[:, -1] - history[:, -2] <= 0)
             # DPMMSubClusters: the window is full and the latest value no longer rises above
             # the window's (slightly inflated) average
             return finite.all(axis=1) & (history.sum(axis=1) / (W - 0.1) - history[:, -1] < 0.01)
