@@ -128,6 +128,34 @@ def dask_iterations(repeat):
     return rows
 
 
+def master_work(repeat):
+    """The master's own work in one iteration of each sharded sampler on Wang & Lin's set with
+    1 and 16 serial shards: step seconds minus the shards' compute seconds (median over the
+    steps). It is the serial part that grows with the workers; with serial shards it also holds
+    the sizing of the shards' replies, which Dask workers do themselves, and no messaging."""
+    import numpy as np
+    from dpmmbench import datasets
+    from dpmmbench.algorithms.backends import SerialBackend
+
+    ds = datasets.load("synth-wang2017")
+    problem = f"synth-wang2017 {ds.X.shape[0] // 1000}k x 2-D"
+    rows = []
+    for algorithm in ("cons-prog", "cons-async", "cons-pooled", "slice-mr", "subc", "auxvar"):
+        t = {}
+        for shards in (1, 16):
+            chain = common.chain(algorithm, ds.X, ds.labels, ds.family, backend=SerialBackend(shards))
+            own = []
+            for _ in range(max(repeat, 10)):
+                start = time.perf_counter()
+                info = chain.step().info
+                own.append(time.perf_counter() - start - info["compute_s"])
+            t[shards] = float(np.median(own))
+            chain.state.shards.close()
+        rows.append(dict(benchmark=f"{algorithm} master work per iteration, 16 serial shards (median)",
+                         problem=problem, seconds=t[16], rate=t[16] / t[1], rate_unit="x its work at 1 shard"))
+    return rows
+
+
 def predictive_and_alpha(repeat):
     """The alpha update and the predictive density of N new points beside the label step of
     the same (N, D, K) (``benchmarks/bench_predictive.py``), each relative to that step."""
@@ -150,7 +178,8 @@ def predictive_and_alpha(repeat):
 
 
 #: functions returning table rows; each builds its own problem so rows stay independent
-ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps, dask_iterations, predictive_and_alpha)
+ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps, dask_iterations, master_work,
+        predictive_and_alpha)
 
 
 def machine_info() -> dict:
