@@ -287,29 +287,28 @@ class ShardedClusters(Clusters):
             return
         edits, self.edits = tuple(self.edits), []
         principal = [k for k in stale if self.principal and self.clusters.n[k] > 2]
-        known_moments = self._drawn_moments(principal)
-        known_worst = self._drawn_worst(isolated)
-        fetch_moments = [k for k in principal if k not in known_moments]
-        fetch_worst = [k for k in isolated if k not in known_worst]
-        fetched_moments, fetched_worst = {}, {}
+        # cluster -> (mean, centred scatter), cluster -> (shard, row): from the draw where it
+        # brought them, from a map of their own otherwise
+        moments, worst = self._drawn_moments(principal), self._drawn_worst(isolated)
+        fetch_moments = [k for k in principal if k not in moments]
+        fetch_worst = [k for k in isolated if k not in worst]
         if fetch_moments or fetch_worst:
-            worst = (np.array(fetch_worst), take_params(self.params, fetch_worst)) if fetch_worst else None
-            parts = self.shards.map(restructure, Restructure(edits, moments=np.array(fetch_moments) if fetch_moments
-                                                             else None, worst=worst))
+            parts = self.shards.map(restructure, Restructure(
+                edits, moments=np.array(fetch_moments) if fetch_moments else None,
+                worst=(np.array(fetch_worst), take_params(self.params, fetch_worst)) if fetch_worst else None))
             edits = ()
             if fetch_moments:
                 _, mean, scatter = pooled_moments([p.moments for p in parts])
-                fetched_moments = dict(zip(fetch_moments, zip(mean, scatter)))
+                moments.update(zip(fetch_moments, zip(mean, scatter)))
             if fetch_worst:
-                fetched_worst = pick_worst(fetch_worst, [p.worst for p in parts])
+                worst.update(pick_worst(fetch_worst, [p.worst for p in parts]))
         axes = points = None
         if principal:
-            moments = [known_moments.get(k) or fetched_moments[k] for k in principal]
-            mean, scatter = np.array([m[0] for m in moments]), np.array([m[1] for m in moments])
+            mean, scatter = (np.array([moments[k][i] for k in principal]) for i in (0, 1))
             axes = (principal, mean, np.linalg.eigh(scatter)[1][:, :, -1])
         if isolated:
-            found = [known_worst.get(k) or fetched_worst[k] for k in isolated]
-            points = (np.array(isolated), np.array([f[0] for f in found]), np.array([f[1] for f in found]))
+            shard, row = (np.array([worst[k][i] for k in isolated]) for i in (0, 1))
+            points = (np.array(isolated), shard, row)
         restarted = stale + isolated
         restart = np.array(restarted, dtype=np.int64) if restarted else None
         parts = self.shards.map(restructure, Restructure(edits, restart=restart, principal=axes, isolate=points,
