@@ -273,11 +273,14 @@ class SubClusters(Sampler):
         c.alive &= fam.sum_pairs(sub).n > 0  # emptied clusters are deleted (keeps_clusters False only)
         self._moves(c, rng, info, state.alpha)
 
-        # drop merged-away clusters
+        # drop merged-away clusters (relabelling every point is a serial pass: only if any)
         keep = np.flatnonzero(c.alive)
-        remap = np.full(c.K, -1, dtype=np.int64)
-        remap[keep] = np.arange(len(keep))
-        state.labels, state.sublabels = remap[c.z], c.zs
+        labels = c.z
+        if len(keep) < c.K:
+            remap = np.full(c.K, -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep))
+            labels = remap[c.z]
+        state.labels, state.sublabels = labels, c.zs
         self._keep(state, c, keep, info)
         state.info = info
         return state
