@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._subcluster_shards import Edit, Restructure, pooled_moments, restructure
+from ._subcluster_shards import Edit, Restructure, pick_worst, pooled_moments, restructure
 from ._numerics import column_mean, take_rows
 from .labelstep import take_params
 
@@ -329,7 +329,7 @@ class ShardedClusters(Clusters):
         out = {}
         for k in ks:
             if self.origin[k] is not None and all(r in where for r in self.origin[k]):
-                at = [where[r] for r in self.origin[k]]
+                at = [where[r] for r in self.origin[k]]  # one sub-cluster, or both: pooled
                 _, m, S = pooled_moments([(n[[i]], mean[[i]], scatter[[i]]) for i in at])
                 out[k] = (m[0], S[0])
         return out
@@ -340,12 +340,3 @@ class ShardedClusters(Clusters):
         found = self.drawn_worst or {}
         return {k: found[k] for k in ks if k in found and self.origin[k] == (2 * k, 2 * k + 1)}
 
-
-def pick_worst(clusters, parts) -> dict:
-    """cluster -> (shard, row) of the lowest of the shards' worst points ``parts`` (each
-    ``(lowest, rows)`` over ``clusters``); the first of equals, as in-process, since shards
-    hold consecutive rows."""
-    lowest = np.array([p[0] for p in parts])
-    shard = np.argmin(lowest, axis=0)
-    rows = np.array([p[1] for p in parts])[shard, np.arange(len(clusters))]
-    return {k: (int(shard[i]), int(rows[i])) for i, k in enumerate(clusters)}

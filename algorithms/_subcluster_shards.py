@@ -221,3 +221,13 @@ def pooled_moments(parts):
         d = mean_j - mean
         scatter = scatter + scatter_j + n_j[:, None, None] * d[:, :, None] * d[:, None, :]
     return n, mean, scatter
+
+
+def pick_worst(clusters, parts) -> dict:
+    """cluster -> (shard, row) of the lowest of the shards' worst points ``parts`` (each
+    ``(lowest, rows)`` over ``clusters``); the first of equals, as in-process, since shards
+    hold consecutive rows."""
+    lowest = np.array([p[0] for p in parts])
+    shard = np.argmin(lowest, axis=0)
+    rows = np.array([p[1] for p in parts])[shard, np.arange(len(clusters))]
+    return {k: (int(shard[i]), int(rows[i])) for i, k in enumerate(clusters)}

@@ -62,8 +62,9 @@ from scipy.special import gammaln
 from ._numerics import log_dirichlet, mh_accept
 from .concentration import log_crp_alpha, slice_log_alpha
 from ._shard_maps import component_stats
-from ._subcluster_clusters import Clusters, ShardedClusters, pick_worst, subcluster_rows
-from ._subcluster_shards import LabelDraw, Resweep, decode_labels, draw_labels, pooled_moments, resweep_labels
+from ._subcluster_clusters import Clusters, ShardedClusters, subcluster_rows
+from ._subcluster_shards import (LabelDraw, Resweep, decode_labels, draw_labels, pick_worst, pooled_moments,
+                                 resweep_labels)
 from .backends import ShardedState
 from .backends.base import SHARD_INFO_COLUMNS
 from .base import Sampler
