@@ -16,7 +16,8 @@ Three measurements, every method in this one process, scored by the suite's own 
 - ``equal-time``: on MNIST-10k and Fashion-MNIST-10k (PCA 50), every method runs for the same
   ``--budget`` seconds (it stops at the first step past it) on the training part of the suite's
   seeded held-out split (``datasets.holdout``); NMI on the training points and the mean
-  held-out log predictive density of the last states (as the workflow's driver scores it).
+  held-out log predictive density of the last states (as the workflow's driver scores it);
+  then ``subc`` once more from the last partition of the peer with the best NMI (:func:`equal_time`).
 
 Every peer the registry knows is listed: an installed one runs (``algorithms.available()``,
 so a newly installed peer joins without a change here), a missing one is reported as not
@@ -78,6 +79,9 @@ VARIANTS = {
 
 SEED = 0
 
+#: our sampler that :func:`equal_time` also starts from the best-NMI peer's last partition
+RELAY = "subc"
+
 
 def peers() -> tuple[list[str], dict[str, str]]:
     """The registry's peers: those installed, and the missing optional ones with how to get them."""
@@ -103,7 +107,8 @@ def _settings(sampler) -> dict:
             "initialisation": f"{RUN_DEFAULTS['init_clusters']} cluster(s)"}
 
 
-def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=SEED, report=None) -> dict:
+def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=SEED, labels=None,
+           report=None) -> dict:
     """Run one method until its state reaches ``target`` (NMI, K), its library says it
     converged, or its sampler time passes ``cap`` seconds (the step that passes it is the last).
 
@@ -115,7 +120,9 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
     ``k_changes`` ([iteration, time_s, K] whenever K changed) and ``settings``; given held-out
     points ``X_test``, also the ``heldout_lpd`` of the last states (off the clock, as the
     workflow's driver scores a run), their number ``heldout_draws``, and ``log_joint``, the log
-    joint of the last state's partition under the suite's model (``family``, the default alpha).
+    joint of the last state's partition under the suite's model (``family``, the default alpha),
+    and that partition itself, ``last_labels`` (for :func:`equal_time`'s relay; not recorded).
+    ``labels``: the chain's initial partition (default: the run's ``init_clusters``).
     """
     report = report or (lambda *message: None)
     sampler = algorithms.make(name, family=family, seed=seed, **options)
@@ -138,7 +145,7 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
         return reached(state) or bool((state.info or {}).get("peer_converged"))
 
     report("started", settings)
-    chain = run_sampler(sampler, X, time_budget=cap, target=done, callback=score)
+    chain = run_sampler(sampler, X, time_budget=cap, target=done, callback=score, labels=labels)
     report("ended")
     if chain.stopped == "target":
         status = "reached" if reached(chain.state) else "converged"
@@ -150,7 +157,7 @@ def _chain(name, options, X, truth, family, cap, target=None, X_test=None, seed=
         # the fit of the last state to the suite's model (its prior, the run's default alpha),
         # whatever model the method itself fitted: it tells a better sampler from another model
         row.update(heldout_lpd=heldout_lpd(family, X, list(draws), X_test), heldout_draws=len(draws),
-                   log_joint=log_joint(X, draws[-1][0], family, RUN_DEFAULTS["alpha"]))
+                   log_joint=log_joint(X, draws[-1][0], family, RUN_DEFAULTS["alpha"]), last_labels=draws[-1][0])
     return row
 
 
@@ -165,7 +172,8 @@ def _child(conn, args):
         conn.close()
 
 
-def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None, grace=None, seed=SEED) -> dict:
+def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None, grace=None, seed=SEED,
+                 labels=None) -> dict:
     """:func:`_chain` in a fresh process, stopped ``grace`` seconds after ``cap`` if still running.
 
     A step cannot be interrupted, and one step of some peers (a sequential sweep over 100k
@@ -173,7 +181,8 @@ def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None,
     and the row keeps the last state it scored, with ``status`` "stopped", ``time_s`` the time
     it was given and a ``note``. Every
     method also starts from a clean process (no thread pools or caches of the one before).
-    ``grace`` defaults to half the cap, at least 10 s; ``seed`` is the chain's seed.
+    ``grace`` defaults to half the cap, at least 10 s; ``seed`` is the chain's seed; ``labels``
+    its initial partition.
 
     Returns
     -------
@@ -185,7 +194,7 @@ def run_isolated(name, options, X, truth, family, cap, target=None, X_test=None,
     grace = max(10.0, cap / 2) if grace is None else grace
     context = multiprocessing.get_context("spawn")  # no fork of a process with thread pools running
     receive, send = context.Pipe(duplex=False)
-    args = (name, options, X, truth, family, cap, target, X_test, seed)
+    args = (name, options, X, truth, family, cap, target, X_test, seed, labels)
     process = context.Process(target=_child, args=(send, args), daemon=True, name=f"peers-{name}")
     process.start()
     send.close()
@@ -283,12 +292,17 @@ def equal_time(dataset_names=EQUAL_TIME_DATASETS, budget=20.0, runs=None, missin
     runs, missing : optional
         ``(name, options)`` pairs and missing peers; default :func:`methods` ``("equal-time")``.
 
+    After the runs, :data:`RELAY` runs once more for the same budget from the last partition of
+    the peer with the best NMI (its row has ``start``: that peer's method, options, NMI, K and
+    log joint): whether the suite's model keeps the partition a peer found from another model,
+    or a sampler of it moves away (a lead on NMI then comes from the model, not the search).
+
     Returns
     -------
     dict
         ``budget_s``, ``test_fraction``, ``split_seed``, ``heldout_draws`` and ``datasets``: per
         dataset its name, training and held-out sizes and ``rows`` (as :func:`_chain`, with
-        ``heldout_lpd`` in nats per held-out point).
+        ``heldout_lpd`` in nats per held-out point; the relay last).
     """
     if runs is None:
         runs, default_missing = methods("equal-time")
@@ -301,10 +315,26 @@ def equal_time(dataset_names=EQUAL_TIME_DATASETS, budget=20.0, runs=None, missin
         for name, options in runs:
             print(f"equal time: {dataset} {name} {options or ''}", file=sys.stderr, flush=True)
             rows.append(run_isolated(name, options, train.X, train.labels, train.family, budget, X_test=test.X))
+        rows += _relay(rows, train, test, budget)
+        for row in rows:
+            row.pop("last_labels", None)
         rows += _not_installed(missing or {})
         out.append(dict(dataset=dataset, n_train=int(train.X.shape[0]), n_test=int(test.X.shape[0]),
                         dim=int(train.X.shape[1]), rows=rows))
     return dict(budget_s=budget, test_fraction=fraction, split_seed=split_seed, heldout_draws=keep, datasets=out)
+
+
+def _relay(rows, train, test, budget) -> list[dict]:
+    """:data:`RELAY`'s row from the last partition of the peer row with the best NMI, if any ran."""
+    started = [r for r in rows if r.get("last_labels") is not None and algorithms.get(r["method"]).external]
+    if not started:
+        return []
+    peer = max(started, key=lambda r: r["nmi"])
+    print(f"equal time: {RELAY} from {peer['method']}'s partition", file=sys.stderr, flush=True)
+    row = run_isolated(RELAY, {}, train.X, train.labels, train.family, budget, X_test=test.X,
+                       labels=peer["last_labels"])
+    row["start"] = {key: peer[key] for key in ("method", "options", "nmi", "n_clusters", "log_joint", "heldout_lpd")}
+    return [row]
 
 
 def _plain(value):

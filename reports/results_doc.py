@@ -96,7 +96,8 @@ def peers_section(result: dict) -> str:
                 cells = [r.get("iterations"), _fmt(r.get("time_s"), 1), _fmt(r.get("nmi"), 3), r.get("n_clusters"),
                          _fmt(r.get("heldout_lpd"), 3)] + ([_fmt(r.get("log_joint"), 0)] if fit else [])
                 lines.append(_peer_row(r, cells + [note]))
-            lines += _fit_lead(block["rows"])
+            lines += _fit_lead([r for r in block["rows"] if "start" not in r])
+            lines += [_relay_line(r) for r in block["rows"] if "start" in r and r.get("log_joint") is not None]
             parts.append("\n".join(lines))
     blocks = targets + (equal["datasets"] if equal else [])
     settings: dict[str, dict[str, list[str]]] = {}  # run -> its settings (as JSON) -> the datasets
@@ -130,6 +131,8 @@ def _run_name(r: dict) -> str:
 
 def _peer_row(r: dict, cells) -> str:
     options = ", ".join(f"{k}={v}" for k, v in r.get("options", {}).items()) or "defaults"
+    if "start" in r:
+        options += f", from {_run_name(r['start'])}'s last partition"
     if r["status"] == "not installed" or r["status"].startswith("failed"):
         return f"| `{r['method']}` | {options} | {r['status']} |" + " |" * (len(cells) - 1)
     return f"| `{r['method']}` | {options} | " + " | ".join("" if c is None else str(c) for c in cells) + " |"
@@ -183,6 +186,20 @@ def _fit_lead(rows: list[dict]) -> list[str]:
         line += (f"; best {what}: {_run_name(best)} ({best[key]:,.{digits}f} against {fit[key]:,.{digits}f}), "
                  f"whose partition scores {below:,.0f} nats below it under the suite's model")
     return ["", line + "."]
+
+
+def _relay_line(r: dict) -> str:
+    """What the run started from a peer's partition (``benchmarks.peers``' relay) did to it under
+    the suite's model: where the log joint rose as the NMI fell, the model itself, not a slower
+    search, keeps its samplers from that peer's NMI."""
+    start, gain = r["start"], r["log_joint"] - r["start"]["log_joint"]
+    line = (f"- {_run_name(r)} from {_run_name(start)}'s last partition (NMI {start['nmi']:.3f}, K {start['n_clusters']}, "
+            f"held-out {start['heldout_lpd']:,.3f}): after {r['time_s']:.1f} s NMI {r['nmi']:.3f}, K {r['n_clusters']}, "
+            f"held-out {r['heldout_lpd']:,.3f}, log joint {gain:+,.0f} nats against that partition's")
+    if gain > 0 and r["nmi"] < start["nmi"]:
+        line += (": the suite's model puts its mass on partitions with a lower NMI than that peer's, so no sampler of "
+                 "this model leads on NMI by searching it faster")
+    return line + "."
 
 
 def _registry_peers() -> set[str]:

@@ -108,7 +108,7 @@ def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
               "time_to_target_scale": peers.time_to_target("synth-chang2013?n=3000&n_clusters=3&dim=10", cap=5.0,
                                                            k_target=3, measurement="scale", runs=runs[:1],
                                                            missing={}),
-              "equal_time": peers.equal_time([dataset], budget=0.5, runs=runs[:1], missing={})}
+              "equal_time": peers.equal_time([dataset], budget=0.5, runs=runs, missing={})}
     result = json.loads(json.dumps(result, default=peers._plain))  # what the JSON file holds
 
     rows = {r["method"]: r for r in result["time_to_target"]["rows"]}
@@ -116,9 +116,13 @@ def test_peers_side_by_side_runs_reports_and_renders(tmp_path, monkeypatch):
     assert rows["sklearn-bgm"]["settings"]["n_components"] == 20 and rows["sklearn-bgm"]["iterations"] >= 1
     for name in missing:
         assert rows[name]["status"] == "not installed" and rows[name]["install"] == missing[name]
-    (subc,) = result["equal_time"]["datasets"][0]["rows"]
+    subc, bgm_equal, relay = result["equal_time"]["datasets"][0]["rows"]
     assert subc["status"] == "budget" and subc["time_s"] > 0.5 and math.isfinite(subc["heldout_lpd"])
     assert subc["heldout_draws"] == 10 and math.isfinite(subc["log_joint"]) and subc["log_joint"] < 0
+    # subc once more, from the peer's last partition (the only peer here); no partition is recorded
+    assert relay["method"] == "subc" and relay["start"]["method"] == "sklearn-bgm" and relay["iterations"] >= 1
+    assert relay["start"]["log_joint"] == bgm_equal["log_joint"] and math.isfinite(relay["log_joint"])
+    assert not any("last_labels" in r for r in result["equal_time"]["datasets"][0]["rows"])
     assert "| log joint | note |" in results_doc.render(peers=result)
 
     page = results_doc.render(peers=result)

@@ -211,3 +211,30 @@ def test_equal_time_names_the_best_fit_and_the_leaders_apart():
         del r["log_joint"]
     page = results_doc.peers_section({"equal_time": equal, "machine": MACHINE})
     assert "log joint" not in page and "Best fit" not in page
+
+
+def test_the_relay_from_a_peers_partition_is_shown_apart_with_what_the_model_did_to_it():
+    """``benchmarks.peers``' relay (subc from the best-NMI peer's last partition) is a row of its
+    own, named by where it started, kept out of the equal-time leaders, and read in one line:
+    a log joint that rose as the NMI fell says the model, not the search, holds the NMI back."""
+    def row(method, nmi, lpd, joint, k=20, **extra):
+        return dict(method=method, options={}, status="budget", iterations=10, time_s=20.1, nmi=nmi, n_clusters=k,
+                    heldout_lpd=lpd, heldout_draws=10, log_joint=joint, **extra)
+
+    peer = row("sklearn-bgm", 0.629, -303.861, -2_845_382.0)
+    start = {key: peer[key] for key in ("method", "options", "nmi", "n_clusters", "log_joint", "heldout_lpd")}
+    relay = row("subc", 0.607, -303.298, -2_829_660.0, k=44, start=start)
+    block = dict(dataset="d", n_train=90, n_test=10, dim=2, rows=[row("subc", 0.611, -304.842, -2_826_977.0, k=35),
+                                                                   peer, relay])
+    equal = dict(budget_s=20.0, test_fraction=0.1, split_seed=0, heldout_draws=10, datasets=[block])
+    page = results_doc.peers_section({"equal_time": equal, "machine": MACHINE})
+    assert "| `subc` | defaults, from `sklearn-bgm`'s last partition | 10 | 20.1 | 0.607 | 44 |" in page
+    # the relay's held-out score is not counted as a lead at equal time (it had the peer's 20 s first)
+    assert "best held-out log predictive: `sklearn-bgm` (-303.861 against -304.842)" in page
+    assert ("- `subc` from `sklearn-bgm`'s last partition (NMI 0.629, K 20, held-out -303.861): after 20.1 s NMI "
+            "0.607, K 44, held-out -303.298, log joint +15,722 nats against that partition's: the suite's model "
+            "puts its mass on partitions with a lower NMI than that peer's") in page
+    relay.update(nmi=0.64)  # the model kept the peer's NMI: only the numbers
+    line = next(x for x in results_doc.peers_section({"equal_time": equal, "machine": MACHINE}).splitlines()
+                if x.startswith("- `subc` from"))
+    assert line.endswith("log joint +15,722 nats against that partition's.")
