@@ -51,6 +51,23 @@ def test_log_marginal_is_chain_of_predictives(make):
     assert fam.log_marginal(X) == pytest.approx(total, rel=1e-10, abs=1e-9)
 
 
+@pytest.mark.parametrize("D", [1, 2, 7])
+def test_niw_marginals_of_many_clusters_at_once_are_each_clusters_own(D):
+    """The compiled log marginal scores a stack of clusters as it scores each alone, and says
+    which input it cannot factor instead of returning a number."""
+    from dpmmbench.algorithms.families.niw import GaussianStats
+
+    fam = _niw(D)
+    X = RNG.normal(size=(60, D)) * 3
+    labels = RNG.integers(0, 5, 60)
+    st = fam.stats(X, labels, 5)
+    alone = [fam.log_marginal(X[labels == k]) for k in range(5)]
+    np.testing.assert_allclose(fam.log_marginal_stats(st), alone, rtol=1e-12)
+    broken = GaussianStats(np.ones(1), np.zeros((1, D)), -1e6 * np.eye(D)[None])
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        fam.log_marginal_stats(broken)
+
+
 def test_known_covariance_marginal_matches_joint_gaussian():
     fam = NormalKnownCovariance(sigma=0.7, mu0=[1.0, -2.0], sigma0=2.5)
     X = RNG.normal(size=(5, 2))

@@ -253,13 +253,13 @@ class NormalInverseWishart(Family):
         return kappa, nu, m, np.linalg.cholesky(psi)
 
     def log_marginal_stats(self, stats):
-        n = stats.n
-        kappa, nu, _, L = self.posterior(stats)
-        D = self.dim
-        logdet = 2.0 * np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(axis=-1)
-        return (-0.5 * n * D * LOG_PI + log_multigamma(nu / 2.0, D) - log_multigamma(self.nu0 / 2.0, D)
-                + 0.5 * self.nu0 * self._logdet_psi0 - 0.5 * nu * logdet
-                + 0.5 * D * (np.log(self.kappa0) - np.log(kappa)))
+        # compiled: the sub-cluster samplers' serial moves score one or two clusters at a time,
+        # where a dozen numpy calls on (1, D, D) arrays cost ~100 us and this ~3 us
+        n, s1, s2 = (np.ascontiguousarray(a, dtype=np.float64) for a in stats)
+        out = np.empty(len(n))
+        if not _niw_log_marginals(n, s1, s2, self.kappa0, self.nu0, self.psi0, self._logdet_psi0, out):
+            raise np.linalg.LinAlgError("a posterior scale matrix is not positive definite")
+        return out
 
     def log_predictive(self, X, stats):
         Xc = self._centre(self.validate(X))
@@ -731,6 +731,42 @@ def fused_gaussian_slice_draw(X, shift, params: GaussianParams, log_w, labels, s
         np.ascontiguousarray(np.einsum("kba,ka->bk", U, params.mu - shift)), const, np.ascontiguousarray(log_w),
         np.ascontiguousarray(labels, dtype=np.int64), int(star), float(log_u_star), seeds, out, n, s1, s2)
     return out, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
+
+
+@kernel
+def _niw_log_marginals(n, s1, s2, kappa0, nu0, psi0, logdet_psi0, out):
+    """``out[k]``: the log marginal likelihood of cluster k's points under the NIW prior, from
+    its statistics (centred at the prior mean). Returns False where a posterior scale
+    ``psi0 + s2 - s1 s1^T / kappa_n`` has no Cholesky factor (not positive definite)."""
+    K, D = s1.shape
+    L = np.empty((D, D))
+    for k in range(K):
+        kappa, nu = kappa0 + n[k], nu0 + n[k]
+        for a in range(D):
+            ma = s1[k, a] / kappa
+            for b in range(a + 1):
+                L[a, b] = psi0[a, b] + s2[k, a, b] - kappa * ma * (s1[k, b] / kappa)
+        logdet = 0.0
+        for j in range(D):  # Cholesky in place, lower triangle
+            d = L[j, j]
+            for i in range(j):
+                d -= L[j, i] * L[j, i]
+            if not d > 0.0:
+                return False
+            d = math.sqrt(d)
+            L[j, j] = d
+            logdet += math.log(d)
+            for r in range(j + 1, D):
+                v = L[r, j]
+                for i in range(j):
+                    v -= L[r, i] * L[j, i]
+                L[r, j] = v / d
+        gammas = 0.0  # log Gamma_D(nu / 2) - log Gamma_D(nu0 / 2)
+        for j in range(D):
+            gammas += math.lgamma((nu - j) / 2.0) - math.lgamma((nu0 - j) / 2.0)
+        out[k] = (-0.5 * n[k] * D * LOG_PI + gammas + 0.5 * nu0 * logdet_psi0 - nu * logdet
+                  + 0.5 * D * (math.log(kappa0) - math.log(kappa)))
+    return True
 
 
 def _upper_factors(W):
