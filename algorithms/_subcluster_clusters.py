@@ -87,13 +87,14 @@ class Clusters:
         """New sub-labels for cluster k (random, or the two sides of its principal axis);
         it must burn in again before it can split."""
         members = self.members(k) if members is None else members
-        side = rng.integers(0, 2, members.size)
         Xm = take_rows(self.X, members)
         if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
             # DPMMSubClusters' "smart splits": halves across the direction of largest spread
             centred = Xm - column_mean(Xm)
             axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
             side = (centred @ axis > 0).astype(np.int64)
+        else:
+            side = rng.integers(0, 2, members.size)
         self.zs[members] = side
         self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
