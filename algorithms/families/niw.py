@@ -277,19 +277,18 @@ class NormalInverseWishart(Family):
 
     # ---- parameters ----------------------------------------------------------------
     def sample_params(self, stats, rng):
-        kappa, nu, m, L = self.posterior(stats)
-        K, D = m.shape
-        # Bartlett: A A^T ~ Wishart(I, nu); Sigma = L (A A^T)^{-1} L^T ~ IW(L L^T, nu)
-        A = np.zeros((K, D, D))
-        idx = np.arange(D)
-        A[:, idx, idx] = np.sqrt(rng.chisquare(nu[:, None] - idx[None, :]))
-        tril = np.tril_indices(D, -1)
-        A[:, tril[0], tril[1]] = rng.standard_normal((K, len(tril[0])))
-        W = np.swapaxes(np.linalg.inv(L), -1, -2) @ A  # precision = W W^T
-        logdet = 2.0 * (np.log(L[:, idx, idx]).sum(axis=1) - np.log(A[:, idx, idx]).sum(axis=1))
-        z = rng.standard_normal((K, D, 1))
-        root = (L @ np.linalg.solve(np.swapaxes(A, -1, -2), z))[..., 0]  # Sigma^{1/2} z
-        mu = self.mu0 + m + root / np.sqrt(kappa)[:, None]
+        # Bartlett: A A^T ~ Wishart(I, nu) (A lower-triangular, chi-square diagonal, normal
+        # below); Sigma = L (A A^T)^{-1} L^T ~ IW(L L^T, nu). The draws here, the algebra
+        # compiled (a dozen numpy calls on small stacks were half of subc's serial step)
+        n, s1, s2 = (np.ascontiguousarray(a, dtype=np.float64) for a in stats)
+        K, D = s1.shape
+        nu = self.nu0 + n
+        chi = rng.chisquare(nu[:, None] - np.arange(D)[None, :])
+        below = rng.standard_normal((K, D * (D - 1) // 2))  # row by row, as np.tril_indices(D, -1)
+        z = rng.standard_normal((K, D))
+        mu, W, logdet = np.empty((K, D)), np.empty((K, D, D)), np.empty(K)
+        if not _niw_bartlett(n, s1, s2, self.kappa0, self.nu0, self.psi0, self.mu0, chi, below, z, mu, W, logdet):
+            raise np.linalg.LinAlgError("a posterior scale matrix is not positive definite")
         return GaussianParams(mu, W, logdet)
 
     def loglik(self, X, params):
@@ -733,6 +732,84 @@ def fused_gaussian_slice_draw(X, shift, params: GaussianParams, log_w, labels, s
     return out, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
 
 
+@kernel(inline="always")
+def _posterior_factor(n, s1, s2, k, kappa0, psi0, L):
+    """Cluster k's posterior scale ``psi0 + s2 - kappa_n m m^T`` (``m = s1 / kappa_n``) into the
+    lower triangle of ``L``, factored there in place (Cholesky); returns ``log |L|``, or NaN
+    where the scale is not positive definite."""
+    D = s1.shape[1]
+    kappa = kappa0 + n[k]
+    for a in range(D):
+        ma = s1[k, a] / kappa
+        for b in range(a + 1):
+            L[a, b] = psi0[a, b] + s2[k, a, b] - kappa * ma * (s1[k, b] / kappa)
+    logdet = 0.0
+    for j in range(D):
+        d = L[j, j]
+        for i in range(j):
+            d -= L[j, i] * L[j, i]
+        if not d > 0.0:
+            return np.nan
+        d = math.sqrt(d)
+        L[j, j] = d
+        logdet += math.log(d)
+        for r in range(j + 1, D):
+            v = L[r, j]
+            for i in range(j):
+                v -= L[r, i] * L[j, i]
+            L[r, j] = v / d
+    return logdet
+
+
+@kernel
+def _niw_bartlett(n, s1, s2, kappa0, nu0, psi0, mu0, chi, below, z, mu, W, logdet_sigma):
+    """Posterior draws of every cluster's mean and precision factor (:meth:`NormalInverseWishart.sample_params`)
+    from the given chi-square, normal (``below``, the Bartlett factor under its diagonal) and
+    normal (``z``, the mean) draws. Returns False where a posterior scale is not positive definite."""
+    K, D = s1.shape
+    L, A, Linv, y = np.zeros((D, D)), np.zeros((D, D)), np.zeros((D, D)), np.empty(D)
+    for k in range(K):
+        logdet_L = _posterior_factor(n, s1, s2, k, kappa0, psi0, L)
+        if np.isnan(logdet_L):
+            return False
+        t = 0
+        logdet_A = 0.0
+        for a in range(D):
+            for b in range(a):
+                A[a, b] = below[k, t]
+                t += 1
+            A[a, a] = math.sqrt(chi[k, a])
+            logdet_A += math.log(A[a, a])
+        for j in range(D):  # L^-1, lower-triangular, column by column
+            for i in range(j):
+                Linv[i, j] = 0.0
+            Linv[j, j] = 1.0 / L[j, j]
+            for i in range(j + 1, D):
+                v = 0.0
+                for c in range(j, i):
+                    v -= L[i, c] * Linv[c, j]
+                Linv[i, j] = v / L[i, i]
+        for a in range(D):  # W = L^-T A: the precision is W W^T
+            for b in range(D):
+                v = 0.0
+                for c in range(max(a, b), D):
+                    v += Linv[c, a] * A[c, b]
+                W[k, a, b] = v
+        logdet_sigma[k] = 2.0 * (logdet_L - logdet_A)
+        for i in range(D - 1, -1, -1):  # A^T y = z (upper-triangular)
+            v = z[k, i]
+            for j in range(i + 1, D):
+                v -= A[j, i] * y[j]
+            y[i] = v / A[i, i]
+        scale = math.sqrt(kappa0 + n[k])
+        for a in range(D):  # mu = mu0 + m + L y / sqrt(kappa_n), L y ~ N(0, Sigma)
+            v = 0.0
+            for c in range(a + 1):
+                v += L[a, c] * y[c]
+            mu[k, a] = mu0[a] + s1[k, a] / (kappa0 + n[k]) + v / scale
+    return True
+
+
 @kernel
 def _niw_log_marginals(n, s1, s2, kappa0, nu0, psi0, logdet_psi0, out):
     """``out[k]``: the log marginal likelihood of cluster k's points under the NIW prior, from
@@ -742,25 +819,9 @@ def _niw_log_marginals(n, s1, s2, kappa0, nu0, psi0, logdet_psi0, out):
     L = np.empty((D, D))
     for k in range(K):
         kappa, nu = kappa0 + n[k], nu0 + n[k]
-        for a in range(D):
-            ma = s1[k, a] / kappa
-            for b in range(a + 1):
-                L[a, b] = psi0[a, b] + s2[k, a, b] - kappa * ma * (s1[k, b] / kappa)
-        logdet = 0.0
-        for j in range(D):  # Cholesky in place, lower triangle
-            d = L[j, j]
-            for i in range(j):
-                d -= L[j, i] * L[j, i]
-            if not d > 0.0:
-                return False
-            d = math.sqrt(d)
-            L[j, j] = d
-            logdet += math.log(d)
-            for r in range(j + 1, D):
-                v = L[r, j]
-                for i in range(j):
-                    v -= L[r, i] * L[j, i]
-                L[r, j] = v / d
+        logdet = _posterior_factor(n, s1, s2, k, kappa0, psi0, L)
+        if np.isnan(logdet):
+            return False
         gammas = 0.0  # log Gamma_D(nu / 2) - log Gamma_D(nu0 / 2)
         for j in range(D):
             gammas += math.lgamma((nu - j) / 2.0) - math.lgamma((nu0 - j) / 2.0)
