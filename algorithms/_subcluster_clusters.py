@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._subcluster_shards import Edit, Restructure, pick_worst, pooled_moments, restructure
-from ._numerics import column_mean, take_rows
+from ._numerics import column_mean, one_blas_thread, take_rows
 from .labelstep import take_params
 
 
@@ -88,15 +88,16 @@ class Clusters:
         it must burn in again before it can split."""
         members = self.members(k) if members is None else members
         Xm = take_rows(self.X, members)
-        if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
-            # DPMMSubClusters' "smart splits": halves across the direction of largest spread
-            centred = Xm - column_mean(Xm)
-            axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
-            side = (centred @ axis > 0).astype(np.int64)
-        else:
-            side = rng.integers(0, 2, members.size)
-        self.zs[members] = side
-        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
+        with one_blas_thread():  # the statistics after the products may be a parallel region
+            if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
+                # DPMMSubClusters' "smart splits": halves across the direction of largest spread
+                centred = Xm - column_mean(Xm)
+                axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
+                side = (centred @ axis > 0).astype(np.int64)
+            else:
+                side = rng.integers(0, 2, members.size)
+            self.zs[members] = side
+            self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
         self.isolated[k] = False
@@ -113,11 +114,12 @@ class Clusters:
         """
         members = self.members(k)
         Xm = take_rows(self.X, members)
-        loglik = self.family.loglik(Xm, take_params(self.params, [k]))[:, 0]
-        side = np.zeros(members.size, dtype=np.int64)
-        side[np.argmin(loglik)] = 1
-        self.zs[members] = side
-        self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
+        with one_blas_thread():  # as in restart
+            loglik = self.family.loglik(Xm, take_params(self.params, [k]))[:, 0]
+            side = np.zeros(members.size, dtype=np.int64)
+            side[np.argmin(loglik)] = 1
+            self.zs[members] = side
+            self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
         self.isolated[k] = True

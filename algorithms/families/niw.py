@@ -7,7 +7,6 @@ update it by rank-1 update/downdate, so moving one point costs O(D^2).
 """
 from __future__ import annotations
 
-import functools
 import math
 from contextlib import nullcontext
 from numbers import Real
@@ -20,7 +19,7 @@ from scipy.special import gammaln
 
 from ..numba_cache import kernel
 from .._numerics import (FUSED_CHUNK, LOG_2PI, LOG_PI, NEGLIGIBLE_LOG_RATIO, PARALLEL_MIN_WORK, chunk_seeds,
-                         log_multigamma, parallel_variants, sample_log_weights)
+                         log_multigamma, one_blas_thread, parallel_variants, sample_log_weights)
 from ..constraints import Interval
 from ._empirical import MAX_POINTS, kmeans_partition
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
@@ -875,15 +874,6 @@ def _precision_range(params: GaussianParams):
     return np.maximum(ev[:, 0] - 1e-9 * ev[:, -1], 0.0), ev[:, -1] * (1.0 + 1e-9)
 
 
-@functools.cache
-def _blas_threads():
-    """The process's BLAS thread pools (threadpoolctl), found once: limiting them around a
-    compiled pass costs microseconds this way, a millisecond with a fresh search."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
 def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights, sub_params: GaussianParams,
                                    sub_log_weights, rng, within=None):
     """Chang & Fisher's label step for Gaussian components in one compiled pass (D <=
@@ -917,7 +907,7 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
                    z, zs, stats, n, s1, s2, prune, *_bound_inputs(params, U, mu, prune), PRUNED_MAX_SHARE)
     # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
     # beside them (a product over 512 rows spawns them) made the pass 20x slower
-    with _blas_threads().limit(limits=1, user_api="blas") if block else nullcontext():
+    with one_blas_thread() if block else nullcontext():
         _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](*kernel_args)
     if not stats:
         return z, zs, tuple(grouped_gaussian_stats(X, 2 * z + zs, 2 * K, shift))
