@@ -80,10 +80,10 @@ def _small_d_stats(X, shift, labels, K, n, s1, s2):
 
 
 def _symmetrise_lower(s2):
-    """(K, D, D) scatter matrices with their lower triangles copied to the upper."""
-    il = np.tril_indices(s2.shape[-1], -1)
-    s2[:, il[1], il[0]] = s2[:, il[0], il[1]]
-    return s2
+    """(K, D, D) scatter matrices summed in their lower triangles (the upper ones zero, as the
+    compiled passes leave them), with the lower triangles copied to the upper."""
+    # (np.tril_indices cost ~50 us a call, a tenth of subc's serial step at 100k points)
+    return s2 + np.swapaxes(np.tril(s2, -1), -1, -2)
 
 
 def grouped_gaussian_stats(X: np.ndarray, labels: np.ndarray, K: int, shift=None) -> GaussianStats:
