@@ -87,6 +87,9 @@ class Clusters:
         """New sub-labels for cluster k (random, or the two sides of its principal axis);
         it must burn in again before it can split."""
         members = self.members(k) if members is None else members
+        # drawn even where the principal axis decides: skipping it (up to 10^5 draws a restart
+        # at a million points) moved the stream, and a seeded screen chain then settled later
+        side = rng.integers(0, 2, members.size)
         Xm = take_rows(self.X, members)
         with one_blas_thread():  # the statistics after the products may be a parallel region
             if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
@@ -94,8 +97,6 @@ class Clusters:
                 centred = Xm - column_mean(Xm)
                 axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
                 side = (centred @ axis > 0).astype(np.int64)
-            else:
-                side = rng.integers(0, 2, members.size)
             self.zs[members] = side
             self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
