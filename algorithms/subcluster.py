@@ -275,13 +275,8 @@ class SubClusters(Sampler):
         self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters (relabelling every point is a serial pass: only if any)
-        keep = np.flatnonzero(c.alive)
-        labels = c.z
-        if len(keep) < c.K:
-            remap = np.full(c.K, -1, dtype=np.int64)
-            remap[keep] = np.arange(len(keep))
-            labels = remap[c.z]
-        state.labels, state.sublabels = labels, c.zs
+        keep, remap = _survivors(c.alive)
+        state.labels, state.sublabels = c.z if remap is None else remap[c.z], c.zs
         self._keep(state, c, keep, info)
         state.info = info
         return state
@@ -332,11 +327,7 @@ class SubClusters(Sampler):
         self._moves(c, rng, info, state.alpha)
 
         # drop merged-away clusters
-        keep = np.flatnonzero(c.alive)
-        remap = None
-        if len(keep) < c.K:
-            remap = np.full(c.K, -1, dtype=np.int64)
-            remap[keep] = np.arange(len(keep))
+        keep, remap = _survivors(c.alive)
         c.sync(remap)
         self._keep(state, c, keep, info)
         state.info = {**info, **shards.take_stats()}
@@ -518,6 +509,17 @@ class SubClusters(Sampler):
                     c.merge(a, b)
                     L[a] = Lab
                     merged[a] = merged[b] = True
+
+
+def _survivors(alive):
+    """The living clusters, and every cluster's number among them (None where none was merged
+    away, so that nothing needs renumbering)."""
+    keep = np.flatnonzero(alive)
+    if len(keep) == len(alive):
+        return keep, None
+    remap = np.full(len(alive), -1, dtype=np.int64)
+    remap[keep] = np.arange(len(keep))
+    return keep, remap
 
 
 class SubClustersSuper(SubClusters):

@@ -257,10 +257,9 @@ class NormalInverseWishart(Family):
     def log_marginal_stats(self, stats):
         # compiled: the sub-cluster samplers' serial moves score one or two clusters at a time,
         # where a dozen numpy calls on (1, D, D) arrays cost ~30 us and this ~2 us
-        n, s1, s2 = (np.ascontiguousarray(a, dtype=np.float64) for a in stats)
+        n, s1, s2 = _float_stats(stats)
         out = np.empty(len(n))
-        if not _niw_log_marginals(n, s1, s2, self.kappa0, self.nu0, self.psi0, self._logdet_psi0, out):
-            raise np.linalg.LinAlgError("a posterior scale matrix is not positive definite")
+        _factored(_niw_log_marginals(n, s1, s2, self.kappa0, self.nu0, self.psi0, self._logdet_psi0, out))
         return out
 
     def log_predictive(self, X, stats):
@@ -282,15 +281,14 @@ class NormalInverseWishart(Family):
         # Bartlett: A A^T ~ Wishart(I, nu) (A lower-triangular, chi-square diagonal, normal
         # below); Sigma = L (A A^T)^{-1} L^T ~ IW(L L^T, nu). The draws here, the algebra
         # compiled (two dozen numpy calls on small stacks were a fifth of subc's serial step)
-        n, s1, s2 = (np.ascontiguousarray(a, dtype=np.float64) for a in stats)
+        n, s1, s2 = _float_stats(stats)
         K, D = s1.shape
         nu = self.nu0 + n
         chi = rng.chisquare(nu[:, None] - np.arange(D)[None, :])
         below = rng.standard_normal((K, D * (D - 1) // 2))  # row by row, as np.tril_indices(D, -1)
         z = rng.standard_normal((K, D))
         mu, W, logdet = np.empty((K, D)), np.empty((K, D, D)), np.empty(K)
-        if not _niw_bartlett(n, s1, s2, self.kappa0, self.psi0, self.mu0, chi, below, z, mu, W, logdet):
-            raise np.linalg.LinAlgError("a posterior scale matrix is not positive definite")
+        _factored(_niw_bartlett(n, s1, s2, self.kappa0, self.psi0, self.mu0, chi, below, z, mu, W, logdet))
         return GaussianParams(mu, W, logdet)
 
     def loglik(self, X, params):
@@ -732,6 +730,17 @@ def fused_gaussian_slice_draw(X, shift, params: GaussianParams, log_w, labels, s
         np.ascontiguousarray(np.einsum("kba,ka->bk", U, params.mu - shift)), const, np.ascontiguousarray(log_w),
         np.ascontiguousarray(labels, dtype=np.int64), int(star), float(log_u_star), seeds, out, n, s1, s2)
     return out, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
+
+
+def _float_stats(stats):
+    """``(n, s1, s2)`` as contiguous float64 arrays, as the compiled NIW kernels take them."""
+    return tuple(np.ascontiguousarray(a, dtype=np.float64) for a in stats)
+
+
+def _factored(ok: bool):
+    """A compiled NIW kernel's verdict on its posterior scales, raised if one had no factor."""
+    if not ok:
+        raise np.linalg.LinAlgError("a posterior scale matrix is not positive definite")
 
 
 @kernel(inline="always")
