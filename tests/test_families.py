@@ -255,13 +255,15 @@ def test_the_fused_pass_skips_only_weights_the_draw_skips_anyway(D):
     assert shared >= 10 and kept < 0.6 * N * K, (shared, kept)
 
 
-@pytest.mark.parametrize("D, share", [(2, None),  # row-by-row quadratic forms
-                                      (10, None), (24, None),  # block products (24-D: statistics after the pass)
-                                      (10, 0.0), (10, 1.0),  # with the likely clusters' bounds: by products, by rows
-                                      (24, 1.0)])
+@pytest.mark.parametrize("D, settings", [
+    (2, {}), (10, {}), (18, {}),  # natural parameters (18-D: statistics after the pass)
+    (2, {"NATURAL_MAX_MAGNITUDE": -1.0}), (10, {"NATURAL_MAX_MAGNITUDE": -1.0}),  # quadratic forms: by rows, by products
+    (24, {}),  # the likely clusters' bounds (24-D: statistics after the pass)
+    (10, {"PRUNE_MIN_D": 0, "PRUNED_MAX_SHARE": 0.0}),  # ... their forms by products
+    (10, {"PRUNE_MIN_D": 0, "PRUNED_MAX_SHARE": 1.0}), (24, {"PRUNED_MAX_SHARE": 1.0})])  # ... by rows
 @pytest.mark.parametrize("grouped", [False, True])
 @pytest.mark.parametrize("far", [0, 5])  # clusters whose weights the pass may skip (< e^-60 of the largest)
-def test_fused_subcluster_pass_draws_the_exact_conditionals(D, share, grouped, far, monkeypatch):
+def test_fused_subcluster_pass_draws_the_exact_conditionals(D, settings, grouped, far, monkeypatch):
     """The compiled sub-cluster label step (``fused_gaussian_subcluster_draw``) against the
     conditionals computed apart (``gaussian_loglik``): each of three rows, repeated 4,000 times,
     takes cluster k with probability prop. to pi_k N(x | mu_k, Sigma_k) (within its old cluster's
@@ -273,9 +275,8 @@ def test_fused_subcluster_pass_draws_the_exact_conditionals(D, share, grouped, f
     from dpmmbench.algorithms.families.niw import (GaussianParams, fused_gaussian_subcluster_draw,
                                                     gaussian_loglik, grouped_gaussian_stats)
 
-    if share is not None:
-        monkeypatch.setattr(niw, "PRUNE_MIN_D", 0)
-        monkeypatch.setattr(niw, "PRUNED_MAX_SHARE", share)
+    for name, value in settings.items():
+        monkeypatch.setattr(niw, name, value)
     rng = np.random.default_rng([7, D])
     K, reps = 3 + far, 4000
 
@@ -316,3 +317,62 @@ def test_fused_subcluster_pass_draws_the_exact_conditionals(D, share, grouped, f
     np.testing.assert_allclose(n, expected.n)
     np.testing.assert_allclose(s1, expected.s1, atol=1e-9)
     np.testing.assert_allclose(s2, expected.s2, atol=1e-9)
+
+
+@pytest.mark.parametrize("D", [2, 10])
+def test_natural_parameters_keep_their_precision_and_give_way_to_far_means(D, monkeypatch):
+    """The natural-parameter pass expands each quadratic form, which cancels where a mean lies
+    far out in its precision's metric. Up to :data:`NATURAL_MAX_MAGNITUDE` its log weights and
+    sub-label log odds, for points around each cluster, stay within 1e-8 nats of the quadratic
+    forms; past it the pass is not used, and both passes draw the same labels from one seed."""
+    from dpmmbench.algorithms.families import niw
+    from dpmmbench.algorithms.families.niw import GaussianParams, fused_gaussian_subcluster_draw, gaussian_loglik
+
+    rng = np.random.default_rng([11, D])
+    K = 4
+
+    def params(mu, scale):
+        W = np.repeat(np.eye(D)[None] / scale, len(mu), axis=0)
+        return GaussianParams(mu=mu, W=W, logdet_sigma=np.full(len(mu), 2.0 * D * np.log(scale)))
+
+    def draw(P, S, X, shift):
+        calls = []
+        natural = niw._NATURAL_SUBCLUSTER_DRAW
+        monkeypatch.setattr(niw, "_NATURAL_SUBCLUSTER_DRAW",
+                            tuple(lambda *a, f=f: calls.append(1) or f(*a) for f in natural))
+        out = fused_gaussian_subcluster_draw(X, shift, P, np.log(np.full(K, 1.0 / K)), S,
+                                             np.log(np.full(2 * K, 0.5)), np.random.default_rng(3))
+        monkeypatch.setattr(niw, "_NATURAL_SUBCLUSTER_DRAW", natural)
+        return out, bool(calls)
+
+    for distance, used in ((0.9 * np.sqrt(niw.NATURAL_MAX_MAGNITUDE), True),
+                           (1.1 * np.sqrt(niw.NATURAL_MAX_MAGNITUDE), False)):
+        # unit-precision clusters whose means lie `distance` from the centre, sub-clusters a
+        # little to either side; points around each cluster
+        directions = rng.normal(size=(K, D))
+        mu = distance * directions / np.linalg.norm(directions, axis=1, keepdims=True)
+        P = params(mu, 1.0)
+        S = params(np.repeat(mu, 2, axis=0) + rng.normal(scale=0.5, size=(2 * K, D)), 1.2)
+        X = np.repeat(mu, 500, axis=0) + rng.normal(size=(K * 500, D))
+        shift = np.zeros(D)
+        theta, shift_c, Sf, s0, far = niw._natural_forms(P, S, *niw._sublabel_forms(S, np.zeros(2 * K), shift), shift)
+        assert (far <= niw.NATURAL_MAX_MAGNITUDE) == used
+        a, b = np.tril_indices(D)
+        Phi = np.concatenate([X, X[:, a] * X[:, b]], axis=1)
+        c = -0.5 * D * np.log(2 * np.pi) - 0.5 * P.logdet_sigma
+        expanded, exact = Phi @ theta + shift_c + c, gaussian_loglik(X, P)
+        own = np.repeat(np.arange(K), 500)
+        error = np.abs(expanded - exact)[np.arange(len(X)), own]
+        sub = gaussian_loglik(X, S)[np.arange(len(X)), 2 * own] - gaussian_loglik(X, S)[np.arange(len(X)), 2 * own + 1]
+        sub_error = np.abs(np.einsum("if,if->i", Phi, Sf[own]) + s0[own] - sub)
+        if used:
+            assert error.max() < 1e-8 and sub_error.max() < 1e-8, (error.max(), sub_error.max())
+        (z, zs, stats), took_natural = draw(P, S, X, shift)
+        assert took_natural == used
+        monkeypatch.setattr(niw, "NATURAL_MAX_MAGNITUDE", -1.0)
+        (z_forms, zs_forms, _), took_natural = draw(P, S, X, shift)
+        monkeypatch.undo()
+        assert not took_natural
+        # the same labels: the clusters are far apart, the sub-labels' odds computed alike
+        np.testing.assert_array_equal(z, z_forms)
+        assert np.mean(zs == zs_forms) > 0.999

@@ -687,6 +687,62 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, A, g, h0, smu0, old, groups
                     _add_centred(xb[i], ch, 2 * k + h, n, s1, s2)
 
 
+@kernel(inline="always")
+def _gaussian_features(x, phi):
+    """``phi = [x, x_a x_b for a >= b]`` (the lower triangle by rows): the statistics a Gaussian
+    log density is linear in, and the terms of the sufficient statistics."""
+    D = x.shape[0]
+    for a in range(D):
+        phi[a] = x[a]
+    j = D
+    for a in range(D):
+        xa = x[a]
+        for b in range(a + 1):
+            phi[j] = xa * x[b]
+            j += 1
+
+
+def _natural_subcluster_draw(X, shift, theta, c, S, s0, old, groups, seeds, block, z, zs, stats, n, t):
+    """Chang & Fisher's label step in one pass with every log density linear in the row's
+    features (:func:`_gaussian_features`, ``F = D + D (D + 1) / 2`` of them): per ``block`` rows
+    one matrix product ``Phi @ theta`` gives the K clusters' log weights less ``c``, one dot
+    product per row ``S[k] . phi + s0[k]`` the log odds of its sub-labels (left against right),
+    and ``t[chunk, 2k + h] += phi`` its share of the 2K sub-clusters' statistics. The same draws
+    as :func:`_fused_subcluster_draw`, in the same order, from fewer multiply-adds (``F K``
+    against ``D^2 K`` a row) and no per-row reduction; the caller checks the forms' magnitudes
+    (:data:`NATURAL_MAX_MAGNITUDE`), as expanded they cancel where a mean is far out."""
+    N, D = X.shape
+    F, K = theta.shape
+    for ch in prange(seeds.shape[0]):
+        np.random.seed(seeds[ch])
+        x, Phi = np.empty(D), np.empty((block, F))
+        start, stop = ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)
+        for r0 in range(start, stop, block):
+            m = min(block, stop - r0)
+            for i in range(m):
+                for a in range(D):
+                    x[a] = X[r0 + i, a] - shift[a]
+                _gaussian_features(x, Phi[i])
+            L = np.dot(Phi[:m], theta)
+            for i in range(m):
+                r = r0 + i
+                logw, phi = L[i], Phi[i]
+                g_r = groups[old[r]]
+                for k in range(K):
+                    logw[k] = logw[k] + c[k] if groups[k] == g_r else -np.inf
+                k = sample_log_weights(logw, K, np.random.random())
+                d = s0[k]
+                for j in range(F):
+                    d += S[k, j] * phi[j]
+                p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
+                h = 1 if np.random.random() < p_right else 0
+                z[r], zs[r] = k, h
+                if stats:
+                    n[ch, 2 * k + h] += 1.0
+                    for j in range(F):
+                        t[ch, 2 * k + h, j] += phi[j]
+
+
 def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
     """Walker's slice step in one pass (few dimensions, see :meth:`Family.fused_slice_draw`):
     per row its slice, the prefix of components above it (sorted by decreasing weight), the
@@ -883,45 +939,93 @@ def _precision_range(params: GaussianParams):
     return np.maximum(ev[:, 0] - 1e-9 * ev[:, -1], 0.0), ev[:, -1] * (1.0 + 1e-9)
 
 
+def _quadratic_coefficients(M):
+    """The coefficients of ``x^T M x`` (``M`` symmetric, stacked (K, D, D)) over the quadratic
+    features of :func:`_gaussian_features`: ``M_aa`` on the squares, ``2 M_ab`` on the products."""
+    a, b = np.tril_indices(M.shape[-1])
+    return np.where(a == b, 1.0, 2.0) * M[:, a, b]
+
+
+def _natural_forms(params: GaussianParams, sub_params: GaussianParams, A, g, h0, sm, shift):
+    """The inputs of :func:`_natural_subcluster_draw` (``theta``: (F, K), ``S``: (K, F), ``s0``),
+    from the clusters' precisions and the sub-label forms of :func:`_sublabel_forms`
+    (``h0 + v^T A v + g^T v`` with ``v = x - sm``), and the largest squared distance of a centred
+    mean from the origin in its own precision's metric (how far the expanded forms cancel)."""
+    P = params.W @ np.swapaxes(params.W, -1, -2)
+    m = params.mu - shift
+    Pm = np.einsum("kab,kb->ka", P, m)
+    theta = np.concatenate([Pm, _quadratic_coefficients(-0.5 * P)], axis=1).T
+    shift_c = -0.5 * np.einsum("ka,ka->k", m, Pm)
+    Asm = np.einsum("kab,kb->ka", A, sm)
+    S = np.concatenate([g - 2.0 * Asm, _quadratic_coefficients(A)], axis=1)
+    s0 = h0 + np.einsum("ka,ka->k", sm, Asm) - np.einsum("ka,ka->k", g, sm)
+    sub_m = sub_params.mu - shift
+    sub_far = np.einsum("ka,kab,kb->k", sub_m, sub_params.W @ np.swapaxes(sub_params.W, -1, -2), sub_m)
+    far = max(float(np.max(-2.0 * shift_c, initial=0.0)), float(np.max(sub_far, initial=0.0)))
+    return np.ascontiguousarray(theta), shift_c, np.ascontiguousarray(S), s0, far
+
+
 def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights, sub_params: GaussianParams,
                                    sub_log_weights, rng, within=None):
     """Chang & Fisher's label step for Gaussian components in one compiled pass (D <=
     :data:`FUSED_SUBCLUSTER_MAX_D`, see :meth:`Family.fused_subcluster_draw`): labels, sub-labels and
-    ``(n, sum x, sum x x^T)`` of the 2K sub-components, centred at ``shift``."""
+    ``(n, sum x, sum x x^T)`` of the 2K sub-components, centred at ``shift``.
+
+    Below :data:`PRUNE_MIN_D` dimensions the log densities are linear in each row's features
+    (:func:`_natural_subcluster_draw`), unless a mean lies too far out for that
+    (:data:`NATURAL_MAX_MAGNITUDE`); there, and from :data:`PRUNE_MIN_D`, they are quadratic forms
+    (:func:`_fused_subcluster_draw`). Both draw the same labels from the same uniforms but for
+    rounding."""
     X = np.asarray(X, dtype=np.float64)
     N, D = X.shape
     K = len(log_weights)
     seeds = chunk_seeds(rng, N)
     C = len(seeds)
+    parallel = C > 1 and N * K >= PARALLEL_MIN_WORK
     old, groups = within if within is not None else (np.zeros(N, dtype=np.int64), np.zeros(K, dtype=np.int64))
+    old, groups = np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64)
     z, zs = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
     # partial statistics per chunk: C x 2K x D^2 floats, which past a few dimensions outgrow
     # the caches and then memory (a million 50-D rows, K = 20: 0.4 GB); there the statistics
     # are matrix products after the pass
     stats = D <= FUSED_STATS_MAX_D
-    n, s1, s2 = (np.zeros((C, 2 * K)), np.zeros((C, 2 * K, D)), np.zeros((C, 2 * K, D, D))) if stats else \
-        (np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0, 0)))
-    U = _upper_factors(params.W)
-    const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma
-    # rows per product: its (rows x K*D) result stays in a core's cache while it is reduced
-    block = min(FUSED_CHUNK, max(16, _FUSED_BLOCK_BYTES // (8 * K * D))) if D >= PRODUCT_MIN_D else 0
-    prune = block > 0 and D >= PRUNE_MIN_D
-    Ut = np.ascontiguousarray(np.transpose(U, (1, 2, 0)))  # Ut[b, a, k] = U_k[b, a]
-    Ucat = np.ascontiguousarray(np.transpose(U, (2, 0, 1)).reshape(D, K * D))  # Ucat[a, kD + b] = U_k[b, a]
-    mu = params.mu - shift
-    kernel_args = (X, shift, Ut, Ucat, np.ascontiguousarray(np.einsum("kba,ka->bk", U, mu)),
-                   const + np.asarray(log_weights, dtype=np.float64),
-                   *_sublabel_forms(sub_params, sub_log_weights, shift),
-                   np.ascontiguousarray(old, dtype=np.int64), np.ascontiguousarray(groups, dtype=np.int64), seeds, block,
-                   z, zs, stats, n, s1, s2, prune, *_bound_inputs(params, U, mu, prune), PRUNED_MAX_SHARE)
-    # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
-    # beside them (a product over 512 rows spawns them) made the pass 20x slower
-    with one_blas_thread() if block else nullcontext():
-        _FUSED_SUBCLUSTER_DRAW[C > 1 and N * K >= PARALLEL_MIN_WORK](*kernel_args)
+    n = np.zeros((C, 2 * K) if stats else (0, 0))
+    const = -0.5 * D * LOG_2PI - 0.5 * params.logdet_sigma + np.asarray(log_weights, dtype=np.float64)
+    forms = _sublabel_forms(sub_params, sub_log_weights, shift)
+    natural = _natural_forms(params, sub_params, *forms, shift) if D < PRUNE_MIN_D else None
+    if natural is not None and natural[-1] <= NATURAL_MAX_MAGNITUDE:
+        theta, shift_c, S, s0, _ = natural
+        F = len(theta)
+        t = np.zeros((C, 2 * K, F) if stats else (0, 0, 0))
+        block = min(FUSED_CHUNK, max(NATURAL_MIN_BLOCK, _FUSED_BLOCK_BYTES // (8 * F)))
+        with one_blas_thread():  # see below
+            _NATURAL_SUBCLUSTER_DRAW[parallel](X, shift, theta, const + shift_c, S, s0, old, groups, seeds, block, z,
+                                               zs, stats, n, t)
+        # chunk partial sums added in chunk order: the same floats whatever the thread count
+        T, (a, b) = t.sum(axis=0), np.tril_indices(D)
+        s1, s2 = T[:, :D], np.zeros((len(T), D, D))
+        if stats:
+            s2[:, a, b] = T[:, D:]
+    else:
+        U = _upper_factors(params.W)
+        # rows per product: its (rows x K*D) result stays in a core's cache while it is reduced
+        block = min(FUSED_CHUNK, max(16, _FUSED_BLOCK_BYTES // (8 * K * D))) if D >= PRODUCT_MIN_D else 0
+        prune = block > 0 and D >= PRUNE_MIN_D
+        Ut = np.ascontiguousarray(np.transpose(U, (1, 2, 0)))  # Ut[b, a, k] = U_k[b, a]
+        Ucat = np.ascontiguousarray(np.transpose(U, (2, 0, 1)).reshape(D, K * D))  # Ucat[a, kD + b] = U_k[b, a]
+        mu = params.mu - shift
+        s1, s2 = np.zeros((C, 2 * K, D) if stats else (0, 0, 0)), np.zeros((C, 2 * K, D, D) if stats else (0, 0, 0, 0))
+        kernel_args = (X, shift, Ut, Ucat, np.ascontiguousarray(np.einsum("kba,ka->bk", U, mu)), const, *forms, old,
+                       groups, seeds, block, z, zs, stats, n, s1, s2, prune, *_bound_inputs(params, U, mu, prune),
+                       PRUNED_MAX_SHARE)
+        # one BLAS thread per product: the pass's own threads share the rows, and BLAS threads
+        # beside them (a product over 512 rows spawns them) made the pass 20x slower
+        with one_blas_thread() if block else nullcontext():
+            _FUSED_SUBCLUSTER_DRAW[parallel](*kernel_args)
+        s1, s2 = s1.sum(axis=0), s2.sum(axis=0)
     if not stats:
         return z, zs, tuple(grouped_gaussian_stats(X, 2 * z + zs, 2 * K, shift))
-    # chunk partial sums added in chunk order: the same floats whatever the thread count
-    return z, zs, (n.sum(axis=0), s1.sum(axis=0), _symmetrise_lower(s2.sum(axis=0)))
+    return z, zs, (n.sum(axis=0), s1, _symmetrise_lower(s2))
 
 
 #: up to this dimension direct loops beat a matrix product for the quadratic forms
@@ -951,6 +1055,16 @@ PRUNE_MIN_D = 20
 #: ... and computes a block's likely clusters' quadratic forms row by row up to this share of
 #: its K forms, all of them by one matrix product above it
 PRUNED_MAX_SHARE = 0.25
+#: the natural-parameter pass (:func:`_natural_subcluster_draw`) serves while every centred
+#: mean lies within this squared distance of the origin in its own precision's metric: its
+#: expanded quadratic forms then lose at most ~1e-9 of a nat to cancellation
+#: (``tests/test_families.py``). Against the quadratic forms, one thread, 2e5 points from 20
+#: Gaussians, a whole subc step: 2-D 29 against 50 ms, 6-D 41 / 69, 10-D 64 / 96 (12-D), 16-D 87 /
+#: 120; from 20-D (70k points) the bounded quadratic forms win on separated clusters (24-D 44 / 57,
+#: 50-D 87 / 158) and tie on MNIST's elongated ones
+NATURAL_MAX_MAGNITUDE = 1e6
+#: fewest rows per product of the natural-parameter pass
+NATURAL_MIN_BLOCK = 64
 #: working-set target of one block product in the fused pass (a core's share of L2)
 _FUSED_BLOCK_BYTES = 1 << 17
 SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
@@ -958,6 +1072,7 @@ SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
 _FUSED_SUBCLUSTER_DRAW = parallel_variants(_fused_subcluster_draw)
 _FUSED_SLICE_DRAW = parallel_variants(_fused_slice_draw)
+_NATURAL_SUBCLUSTER_DRAW = parallel_variants(_natural_subcluster_draw)
 
 
 
