@@ -20,13 +20,17 @@ def take_params(params, idx):
 def sample_labels(family, X, params, log_weights, uniforms, out=None) -> np.ndarray:
     """Draw every label ``z_i ~ Cat(w_k F(x_i | theta_k))`` given parameters and log weights.
 
-    Works in row blocks so that the (rows x components) working set stays small; for
-    Gaussians each block is one matrix product (see ``gaussian_loglik``). Uses one uniform
-    per point, so the draw does not depend on the number of threads.
+    One pass where the family has one (:meth:`Family.fused_label_draw`), else in row blocks so
+    that the (rows x components) working set stays small. Uses one uniform per point, so the
+    draw does not depend on the number of threads.
     """
     N = family.n_points(X)
     K = len(log_weights)
     out = np.empty(N, dtype=np.int64) if out is None else out
+    fused = family.fused_label_draw(X, params, log_weights, uniforms)
+    if fused is not None:
+        out[:] = fused
+        return out
     block = int(np.clip(2 ** 19 // max(K, 1), 256, 16384))
     parallel = not family.loglik_uses_blas()
     for a in range(0, N, block):

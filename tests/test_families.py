@@ -110,7 +110,12 @@ def test_statistics_are_additive(make):
 
 
 @pytest.mark.parametrize("D", [2, 12])
-def test_niw_params_loglik_and_sampling(D):
+@pytest.mark.parametrize("natural", [True, False])  # linear in the features, or quadratic forms
+def test_niw_params_loglik_and_sampling(D, natural, monkeypatch):
+    from dpmmbench.algorithms.families import niw
+
+    if not natural:
+        monkeypatch.setattr(niw, "NATURAL_MAX_MAGNITUDE", -1.0)
     fam = _niw(D)
     X = RNG.normal(size=(200, D))
     st = fam.stats(X, RNG.integers(0, 2, 200), 2)
@@ -376,3 +381,25 @@ def test_natural_parameters_keep_their_precision_and_give_way_to_far_means(D, mo
         # the same labels: the clusters are far apart, the sub-labels' odds computed alike
         np.testing.assert_array_equal(z, z_forms)
         assert np.mean(zs == zs_forms) > 0.999
+
+
+@pytest.mark.parametrize("D", [2, 10, 50])
+def test_fused_label_draw_is_the_composed_draw(D, monkeypatch):
+    """The NIW family's one-pass label draw (``natural_label_draw``) takes, from the same uniforms,
+    the labels ``sample_rows`` draws from ``gaussian_loglik`` as quadratic forms (rounding aside);
+    with a mean too far out for it, it declines and the caller composes the draw."""
+    from dpmmbench.algorithms._numerics import sample_rows
+    from dpmmbench.algorithms.families import niw
+
+    rng = np.random.default_rng([3, D])
+    fam = _niw(D)
+    X = np.concatenate([rng.normal(loc=3.0 * rng.normal(size=D), size=(3000, D)) for _ in range(4)])
+    params = fam.sample_params(fam.stats(X, np.repeat(np.arange(4), 3000), 6), rng)  # 2 drawn from the prior
+    log_w, uniforms = np.log(rng.dirichlet(np.ones(6))), rng.random(len(X))
+    fused = fam.fused_label_draw(X, params, log_w, uniforms)
+    monkeypatch.setattr(niw, "NATURAL_MAX_MAGNITUDE", -1.0)
+    assert fam.fused_label_draw(X, params, log_w, uniforms) is None
+    composed = np.empty(len(X), dtype=np.int64)
+    sample_rows(niw.gaussian_loglik(X, params), log_w, uniforms, composed)
+    assert np.mean(fused == composed) > 0.999
+    assert len(np.unique(composed)) >= 4  # it has teeth: points of every cluster

@@ -142,6 +142,12 @@ class Family(ABC):
         follows it runs single-threaded, see ``sample_rows``)."""
         return False
 
+    def fused_label_draw(self, X, params, log_weights, uniforms):
+        """Every label ``z_i ~ Cat(w_k F(x_i | theta_k))``, drawn with ``uniforms[i]``, in one pass
+        over ``X``, or ``None`` where the family has none for ``X`` (the caller composes
+        :meth:`loglik` and the draw, ``labelstep.sample_labels``)."""
+        return None
+
     def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
         """Labels, sub-labels and sub-cluster statistics in one pass over ``X``, or ``None``
         (``rng`` untouched) where the family has no fused kernel for ``X``: then the caller
