@@ -15,14 +15,19 @@ def _niw(D=3):
     return NormalInverseWishart(mu0=RNG.normal(size=D), kappa0=0.7, nu0=D + 2.5, psi0=A @ A.T + D * np.eye(D))
 
 
-def test_niw_predictive_is_multivariate_t():
+@pytest.mark.parametrize("natural", [True, False])  # linear in the features, or triangular solves
+def test_niw_predictive_is_multivariate_t(natural, monkeypatch):
+    from dpmmbench.algorithms.families import niw
+
+    if not natural:
+        monkeypatch.setattr(niw, "NATURAL_MAX_MAGNITUDE", -1.0)
     fam = _niw(3)
-    X = RNG.normal(size=(40, 3)) * 2
-    labels = RNG.integers(0, 3, 40)
-    st = fam.stats(X, labels, 3)
+    X = RNG.normal(size=(80, 3)) * 2
+    labels = RNG.integers(0, 8, 80)  # 8 clusters: as many as the natural parameters need
+    st = fam.stats(X, labels, 8)
     Y = RNG.normal(size=(7, 3))
     got = fam.log_predictive(Y, st)
-    for k in range(3):
+    for k in range(8):
         Xk = X[labels == k]
         n = len(Xk)
         kn, nun = fam.kappa0 + n, fam.nu0 + n
@@ -118,11 +123,11 @@ def test_niw_params_loglik_and_sampling(D, natural, monkeypatch):
         monkeypatch.setattr(niw, "NATURAL_MAX_MAGNITUDE", -1.0)
     fam = _niw(D)
     X = RNG.normal(size=(200, D))
-    st = fam.stats(X, RNG.integers(0, 2, 200), 2)
+    st = fam.stats(X, RNG.integers(0, 8, 200), 8)  # 8 components: as many as the natural parameters need
     params = fam.sample_params(st, np.random.default_rng(0))
     sig = params.sigma
     ll = fam.loglik(X[:9], params)
-    for k in range(2):
+    for k in range(8):
         want = stats.multivariate_normal(params.mu[k], sig[k]).logpdf(X[:9])
         np.testing.assert_allclose(ll[:, k], want, rtol=1e-9)
         np.testing.assert_allclose(params.logdet_sigma[k], np.linalg.slogdet(sig[k])[1], rtol=1e-10)
@@ -387,16 +392,19 @@ def test_natural_parameters_keep_their_precision_and_give_way_to_far_means(D, mo
 def test_fused_label_draw_is_the_composed_draw(D, monkeypatch):
     """The NIW family's one-pass label draw (``natural_label_draw``) takes, from the same uniforms,
     the labels ``sample_rows`` draws from ``gaussian_loglik`` as quadratic forms (rounding aside);
-    with a mean too far out for it, it declines and the caller composes the draw."""
+    with a mean too far out for it, or fewer than ``NATURAL_MIN_K`` components, it declines and
+    the caller composes the draw."""
     from dpmmbench.algorithms._numerics import sample_rows
     from dpmmbench.algorithms.families import niw
+    from dpmmbench.algorithms.labelstep import take_params
 
     rng = np.random.default_rng([3, D])
     fam = _niw(D)
     X = np.concatenate([rng.normal(loc=3.0 * rng.normal(size=D), size=(3000, D)) for _ in range(4)])
-    params = fam.sample_params(fam.stats(X, np.repeat(np.arange(4), 3000), 6), rng)  # 2 drawn from the prior
-    log_w, uniforms = np.log(rng.dirichlet(np.ones(6))), rng.random(len(X))
+    params = fam.sample_params(fam.stats(X, np.repeat(np.arange(4), 3000), 8), rng)  # 4 drawn from the prior
+    log_w, uniforms = np.log(rng.dirichlet(np.ones(8))), rng.random(len(X))
     fused = fam.fused_label_draw(X, params, log_w, uniforms)
+    assert fam.fused_label_draw(X, take_params(params, np.arange(niw.NATURAL_MIN_K - 1)), log_w[1:], uniforms) is None
     monkeypatch.setattr(niw, "NATURAL_MAX_MAGNITUDE", -1.0)
     assert fam.fused_label_draw(X, params, log_w, uniforms) is None
     composed = np.empty(len(X), dtype=np.int64)

@@ -267,14 +267,9 @@ class NormalInverseWishart(Family):
         kappa, nu, m, L = self.posterior(stats)
         D = self.dim
         dof = nu - D + 1.0
-        out = np.empty((Xc.shape[0], len(kappa)))
-        for k in range(len(kappa)):
-            y = solve_triangular(L[k], (Xc - m[k]).T, lower=True)
-            q = (y * y).sum(axis=0) * kappa[k] / (kappa[k] + 1.0)
-            logdet_scale = D * np.log((kappa[k] + 1.0) / (kappa[k] * dof[k])) + 2.0 * np.log(np.diag(L[k])).sum()
-            out[:, k] = (gammaln((dof[k] + D) / 2.0) - gammaln(dof[k] / 2.0) - 0.5 * D * np.log(dof[k] * np.pi)
-                         - 0.5 * logdet_scale - 0.5 * (dof[k] + D) * np.log1p(q))
-        return out
+        logdet_scale = D * np.log((kappa + 1.0) / (kappa * dof)) + 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(1)
+        const = (gammaln((dof + D) / 2.0) - gammaln(dof / 2.0) - 0.5 * D * np.log(dof * np.pi) - 0.5 * logdet_scale)
+        return const - 0.5 * (dof + D) * np.log1p(_student_quadforms(Xc, m, L, kappa / (kappa + 1.0), dof + D))
 
     # ---- parameters ----------------------------------------------------------------
     def sample_params(self, stats, rng):
@@ -724,6 +719,17 @@ def _dot4(a, b):
     return (s0 + s1) + (s2 + s3)
 
 
+@kernel(inline="always")
+def _natural_block(X, r0, m, shift, theta, x, Phi):
+    """Rows ``r0 .. r0 + m`` of ``X`` centred at ``shift`` into features ``Phi[:m]``
+    (:func:`_gaussian_features`), and ``Phi[:m] @ theta``."""
+    for i in range(m):
+        for a in range(X.shape[1]):
+            x[a] = X[r0 + i, a] - shift[a]
+        _gaussian_features(x, Phi[i])
+    return np.dot(Phi[:m], theta)
+
+
 def _natural_subcluster_draw(X, shift, theta, c, S, s0, old, groups, seeds, block, z, zs, stats, n, t):
     """Chang & Fisher's label step in one pass with every log density linear in the row's
     features (:func:`_gaussian_features`, ``F = D + D (D + 1) / 2`` of them): per ``block`` rows
@@ -757,17 +763,6 @@ def _natural_subcluster_draw(X, shift, theta, c, S, s0, old, groups, seeds, bloc
                     n[ch, 2 * k + h] += 1.0
                     for j in range(F):
                         t[ch, 2 * k + h, j] += phi[j]
-
-
-@kernel(inline="always")
-def _natural_block(X, r0, m, shift, theta, x, Phi):
-    """Rows ``r0 .. r0 + m`` of ``X`` centred at ``shift`` into features ``Phi[:m]``
-    (:func:`_gaussian_features`), and ``Phi[:m] @ theta``."""
-    for i in range(m):
-        for a in range(X.shape[1]):
-            x[a] = X[r0 + i, a] - shift[a]
-        _gaussian_features(x, Phi[i])
-    return np.dot(Phi[:m], theta)
 
 
 def _natural_loglik(X, shift, theta, c, block, out):
@@ -1123,12 +1118,17 @@ PRUNED_MAX_SHARE = 0.25
 #: mean lies within this squared distance of the origin in its own precision's metric: its
 #: expanded quadratic forms then lose at most ~1e-9 of a nat to cancellation
 #: (``tests/test_families.py``). Against the quadratic forms, one thread, 2e5 points from 20
-#: Gaussians, a whole subc step: 2-D 29 against 50 ms, 6-D 41 / 69, 10-D 64 / 96 (12-D), 16-D 87 /
-#: 120; from 20-D (70k points) the bounded quadratic forms win on separated clusters (24-D 44 / 57,
+#: Gaussians, a whole subc step: 2-D 29 against 50 ms, 6-D 41 / 69, 12-D 64 / 96, 16-D 87 / 120;
+#: from 20-D (70k points) the bounded quadratic forms win on separated clusters (24-D 44 / 57,
 #: 50-D 87 / 158) and tie on MNIST's elongated ones
 NATURAL_MAX_MAGNITUDE = 1e6
 #: fewest rows per product of the natural-parameter pass
 NATURAL_MIN_BLOCK = 64
+#: fewest components for which the natural-parameter likelihood beats the quadratic forms: its
+#: features cost a row ~D^2 / 2 products whatever K (2 threads, against the forms: 1e6 x 10-D,
+#: K = 1, 2, 4, 8: 44 / 36, 43 / 28, 47 / 47, 59 / 95 ms; 2e4 x 50-D: 8.4 / 2.8, 12 / 8.5, 21 / 12,
+#: 20 / 21)
+NATURAL_MIN_K = 8
 #: rows per product of the natural-parameter likelihood (2 threads, K = 20: 128 to 512 rows
 #: alike at 2-16 D; at 50-D 75 ms with 256 rows against 107 with 128 and 98 with 1,024)
 NATURAL_LOGLIK_BLOCK = 256
@@ -1144,12 +1144,14 @@ _NATURAL_LOGLIK = parallel_variants(_natural_loglik)
 _NATURAL_LABEL_DRAW = parallel_variants(_natural_label_draw)
 
 
-
 def _natural_inputs(X, params: GaussianParams):
     """``(X, shift, theta, c)`` of the natural-parameter kernels (log densities, normalising
-    constants included, of rows centred at their mean), or ``None`` where a mean lies too far
-    out for them (:data:`NATURAL_MAX_MAGNITUDE`)."""
-    shift = X.mean(axis=0)
+    constants included, of rows centred near their mean), or ``None`` where they would not
+    pay (fewer than :data:`NATURAL_MIN_K` components) or a mean lies too far out for them
+    (:data:`NATURAL_MAX_MAGNITUDE`)."""
+    if len(params.mu) < NATURAL_MIN_K:
+        return None
+    shift = X[::max(1, len(X) // 1024)].mean(axis=0)  # a centre of the rows is all it needs
     theta, shift_c, far = _natural_cluster_forms(params, shift)
     if far > NATURAL_MAX_MAGNITUDE:
         return None
@@ -1168,6 +1170,29 @@ def natural_label_draw(X, params: GaussianParams, log_weights, uniforms):
         _NATURAL_LABEL_DRAW[N * K >= PARALLEL_MIN_WORK](*natural, np.ascontiguousarray(log_weights, dtype=np.float64),
                                                         np.ascontiguousarray(uniforms, dtype=np.float64),
                                                         NATURAL_LOGLIK_BLOCK, out)
+    return out
+
+
+def _student_quadforms(X, m, L, scale, power):
+    """``q[r, k] = scale_k ||L_k^{-1} (x_r - m_k)||^2`` for the NIW predictive (a Student-t whose
+    log density falls as ``power_k / 2 * log1p(q)``): linear in each row's features
+    (:func:`_natural_loglik`) unless a mean lies too far out for that, in nats of the density
+    (:data:`NATURAL_MAX_MAGNITUDE`); there by triangular solves."""
+    N, K = X.shape[0], len(m)
+    out = np.empty((N, K))
+    if N == 0 or K == 0:
+        return out
+    # P = scale (L L^T)^-1 = W W^T with W = sqrt(scale) L^-T
+    W = np.sqrt(scale)[:, None, None] * np.swapaxes(np.linalg.inv(L), -1, -2)
+    shift = X[::max(1, N // 1024)].mean(axis=0)
+    theta, shift_c, _ = _natural_cluster_forms(GaussianParams(m, W, np.zeros(K)), shift)
+    if K >= NATURAL_MIN_K and float(np.max(-2.0 * shift_c * power)) <= NATURAL_MAX_MAGNITUDE:
+        with one_blas_thread():  # the products run inside the pass's threads
+            _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, shift, theta, shift_c, NATURAL_LOGLIK_BLOCK, out)
+        return np.maximum(-2.0 * out, 0.0)  # -q / 2 computed; round-off could make it positive
+    for k in range(K):
+        y = solve_triangular(L[k], (X - m[k]).T, lower=True)
+        out[:, k] = (y * y).sum(axis=0) * scale[k]
     return out
 
 
