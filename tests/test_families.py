@@ -267,7 +267,8 @@ def test_the_fused_pass_skips_only_weights_the_draw_skips_anyway(D):
 
 @pytest.mark.parametrize("D, settings", [
     (2, {}), (10, {}), (18, {}),  # natural parameters (18-D: statistics after the pass)
-    (2, {"NATURAL_MAX_MAGNITUDE": -1.0}), (10, {"NATURAL_MAX_MAGNITUDE": -1.0}),  # quadratic forms: by rows, by products
+    # quadratic forms: by rows, by products
+    (2, {"NATURAL_MAX_MAGNITUDE": -1.0}), (10, {"NATURAL_MAX_MAGNITUDE": -1.0}),
     (24, {}),  # the likely clusters' bounds (24-D: statistics after the pass)
     (10, {"PRUNE_MIN_D": 0, "PRUNED_MAX_SHARE": 0.0}),  # ... their forms by products
     (10, {"PRUNE_MIN_D": 0, "PRUNED_MAX_SHARE": 1.0}), (24, {"PRUNED_MAX_SHARE": 1.0})])  # ... by rows

@@ -765,22 +765,10 @@ def _natural_subcluster_draw(X, shift, theta, c, S, s0, old, groups, seeds, bloc
                         t[ch, 2 * k + h, j] += phi[j]
 
 
-def _natural_loglik(X, shift, theta, c, block, out):
+def _natural_loglik(X, shift, theta, c, block, out, log_weights, uniforms, labels):
     """``out[r, k] = phi(x_r - shift) . theta[:, k] + c[k]``, one matrix product per ``block``
-    rows (see :func:`_natural_cluster_forms`)."""
-    N, D = X.shape
-    F, K = theta.shape
-    for bi in prange((N + block - 1) // block):
-        r0 = bi * block
-        m = min(block, N - r0)
-        L = _natural_block(X, r0, m, shift, theta, np.empty(D), np.empty((block, F)))
-        for i in range(m):
-            for k in range(K):
-                out[r0 + i, k] = L[i, k] + c[k]
-
-
-def _natural_label_draw(X, shift, theta, c, log_weights, uniforms, block, out):
-    """:func:`_natural_loglik` with each row's label drawn from it at once, as
+    rows (see :func:`_natural_cluster_forms`); or, with ``labels`` not empty (``out`` then
+    unused), each row's label drawn from ``out[r] + log_weights`` at once, as
     ``_numerics.sample_rows`` draws it (the same sums, the same uniform per row)."""
     N, D = X.shape
     F, K = theta.shape
@@ -790,9 +778,13 @@ def _natural_label_draw(X, shift, theta, c, log_weights, uniforms, block, out):
         L = _natural_block(X, r0, m, shift, theta, np.empty(D), np.empty((block, F)))
         for i in range(m):
             row = L[i]
-            for k in range(K):
-                row[k] = (row[k] + c[k]) + log_weights[k]
-            out[r0 + i] = sample_log_weights(row, K, uniforms[r0 + i])
+            if labels.shape[0] > 0:
+                for k in range(K):
+                    row[k] = (row[k] + c[k]) + log_weights[k]
+                labels[r0 + i] = sample_log_weights(row, K, uniforms[r0 + i])
+            else:
+                for k in range(K):
+                    out[r0 + i, k] = row[k] + c[k]
 
 
 def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
@@ -1141,7 +1133,11 @@ _FUSED_SUBCLUSTER_DRAW = parallel_variants(_fused_subcluster_draw)
 _FUSED_SLICE_DRAW = parallel_variants(_fused_slice_draw)
 _NATURAL_SUBCLUSTER_DRAW = parallel_variants(_natural_subcluster_draw)
 _NATURAL_LOGLIK = parallel_variants(_natural_loglik)
-_NATURAL_LABEL_DRAW = parallel_variants(_natural_label_draw)
+
+
+def _no_draw():
+    """:func:`_natural_loglik`'s log weights, uniforms and labels when it draws no labels."""
+    return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
 
 
 def _natural_inputs(X, params: GaussianParams):
@@ -1160,17 +1156,18 @@ def _natural_inputs(X, params: GaussianParams):
 
 def natural_label_draw(X, params: GaussianParams, log_weights, uniforms):
     """Every label ``z_i ~ Cat(w_k N(x_i | mu_k, Sigma_k))`` drawn with ``uniforms[i]``, in one
-    pass (:func:`_natural_label_draw`), or ``None`` where a mean lies too far out for it."""
+    pass (:func:`_natural_loglik`), or ``None`` where it would not pay or a mean lies too far out
+    for it (:func:`_natural_inputs`)."""
     N, K = X.shape[0], len(log_weights)
     natural = _natural_inputs(X, params) if N else None
     if natural is None:
         return None
-    out = np.empty(N, dtype=np.int64)
+    labels = np.empty(N, dtype=np.int64)
     with one_blas_thread():  # the products run inside the pass's threads
-        _NATURAL_LABEL_DRAW[N * K >= PARALLEL_MIN_WORK](*natural, np.ascontiguousarray(log_weights, dtype=np.float64),
-                                                        np.ascontiguousarray(uniforms, dtype=np.float64),
-                                                        NATURAL_LOGLIK_BLOCK, out)
-    return out
+        _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](*natural, NATURAL_LOGLIK_BLOCK, np.empty((0, 0)),
+                                                    np.ascontiguousarray(log_weights, dtype=np.float64),
+                                                    np.ascontiguousarray(uniforms, dtype=np.float64), labels)
+    return labels
 
 
 def _student_quadforms(X, m, L, scale, power):
@@ -1188,7 +1185,8 @@ def _student_quadforms(X, m, L, scale, power):
     theta, shift_c, _ = _natural_cluster_forms(GaussianParams(m, W, np.zeros(K)), shift)
     if K >= NATURAL_MIN_K and float(np.max(-2.0 * shift_c * power)) <= NATURAL_MAX_MAGNITUDE:
         with one_blas_thread():  # the products run inside the pass's threads
-            _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, shift, theta, shift_c, NATURAL_LOGLIK_BLOCK, out)
+            _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, shift, theta, shift_c, NATURAL_LOGLIK_BLOCK, out,
+                                                        *_no_draw())
         return np.maximum(-2.0 * out, 0.0)  # -q / 2 computed; round-off could make it positive
     for k in range(K):
         y = solve_triangular(L[k], (X - m[k]).T, lower=True)
@@ -1215,7 +1213,7 @@ def gaussian_loglik(X, params: GaussianParams, out=None) -> np.ndarray:
     natural = _natural_inputs(X, params)
     if natural is not None:
         with one_blas_thread():  # the products run inside the pass's threads
-            _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](*natural, NATURAL_LOGLIK_BLOCK, out)
+            _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](*natural, NATURAL_LOGLIK_BLOCK, out, *_no_draw())
     elif D <= SMALL_D:
         SMALL_D_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, params.mu, np.ascontiguousarray(params.W), c, out)
     else:
