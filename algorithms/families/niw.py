@@ -1012,7 +1012,9 @@ def _natural_forms(params: GaussianParams, sub_params: GaussianParams, A, g, h0,
     Asm = np.einsum("kab,kb->ka", A, sm)
     S = np.concatenate([g - 2.0 * Asm, _quadratic_coefficients(A)], axis=1)
     s0 = h0 + np.einsum("ka,ka->k", sm, Asm) - np.einsum("ka,ka->k", g, sm)
-    sub_far = _natural_cluster_forms(sub_params, shift)[2]
+    # the sub-clusters' reach, m^T P m = ||W^T m||^2, without their coefficients
+    reach = np.einsum("kab,ka->kb", sub_params.W, sub_params.mu - shift)
+    sub_far = float(np.max((reach * reach).sum(axis=1), initial=0.0))
     return theta, shift_c, np.ascontiguousarray(S), s0, max(far, sub_far)
 
 
@@ -1173,21 +1175,23 @@ def natural_label_draw(X, params: GaussianParams, log_weights, uniforms):
 def _student_quadforms(X, m, L, scale, power):
     """``q[r, k] = scale_k ||L_k^{-1} (x_r - m_k)||^2`` for the NIW predictive (a Student-t whose
     log density falls as ``power_k / 2 * log1p(q)``): linear in each row's features
-    (:func:`_natural_loglik`) unless a mean lies too far out for that, in nats of the density
+    (:func:`_natural_loglik`, from :data:`NATURAL_MIN_K` components) unless a mean lies too far out
+    for that, in nats of the density
     (:data:`NATURAL_MAX_MAGNITUDE`); there by triangular solves."""
     N, K = X.shape[0], len(m)
     out = np.empty((N, K))
     if N == 0 or K == 0:
         return out
-    # P = scale (L L^T)^-1 = W W^T with W = sqrt(scale) L^-T
-    W = np.sqrt(scale)[:, None, None] * np.swapaxes(np.linalg.inv(L), -1, -2)
-    shift = X[::max(1, N // 1024)].mean(axis=0)
-    theta, shift_c, _ = _natural_cluster_forms(GaussianParams(m, W, np.zeros(K)), shift)
-    if K >= NATURAL_MIN_K and float(np.max(-2.0 * shift_c * power)) <= NATURAL_MAX_MAGNITUDE:
-        with one_blas_thread():  # the products run inside the pass's threads
-            _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, shift, theta, shift_c, NATURAL_LOGLIK_BLOCK, out,
-                                                        *_no_draw())
-        return np.maximum(-2.0 * out, 0.0)  # -q / 2 computed; round-off could make it positive
+    if K >= NATURAL_MIN_K:
+        # P = scale (L L^T)^-1 = W W^T with W = sqrt(scale) L^-T
+        W = np.sqrt(scale)[:, None, None] * np.swapaxes(np.linalg.inv(L), -1, -2)
+        shift = X[::max(1, N // 1024)].mean(axis=0)
+        theta, shift_c, _ = _natural_cluster_forms(GaussianParams(m, W, np.zeros(K)), shift)
+        if float(np.max(-2.0 * shift_c * power)) <= NATURAL_MAX_MAGNITUDE:
+            with one_blas_thread():  # the products run inside the pass's threads
+                _NATURAL_LOGLIK[N * K >= PARALLEL_MIN_WORK](X, shift, theta, shift_c, NATURAL_LOGLIK_BLOCK, out,
+                                                            *_no_draw())
+            return np.maximum(-2.0 * out, 0.0)  # -q / 2 computed; round-off could make it positive
     for k in range(K):
         y = solve_triangular(L[k], (X - m[k]).T, lower=True)
         out[:, k] = (y * y).sum(axis=0) * scale[k]
