@@ -93,13 +93,23 @@ NEGLIGIBLE_LOG_RATIO = 60.0
 @kernel(inline="always")
 def sample_log_weights(logw, n, u):
     """Index drawn from the first ``n`` entries of ``logw`` (log weights), using the
-    uniform ``u``; ``logw`` is overwritten with unnormalised weights."""
+    uniform ``u``; ``logw`` serves as scratch (it may be left holding unnormalised weights)."""
     m = -np.inf
+    top = 0
     for k in range(n):
         if logw[k] > m:
             m = logw[k]
-    total = 0.0
+            top = k
     floor = m - NEGLIGIBLE_LOG_RATIO
+    near = 0
+    for k in range(n):
+        near += logw[k] > floor
+    if near == 1:
+        # every other weight is skipped (below): the total is 1 and the running sum passes
+        # u * 1 at the largest whatever u, so the draw is known without an exp; on
+        # well-separated clusters most rows end here
+        return top
+    total = 0.0
     for k in range(n):
         # the exp dominates the cost; weights below exp(-60) of the largest (empty slots'
         # -inf included) are skipped, see NEGLIGIBLE_LOG_RATIO

@@ -225,6 +225,45 @@ def test_default_priors_are_valid():
     assert np.isfinite(DirichletMultinomial.default_for(C).log_marginal(C))
 
 
+def test_the_draw_is_the_categorical_inverse_cdf_with_or_without_its_shortcut():
+    """``sample_log_weights`` returns the first index whose running sum of weights (those within
+    NEGLIGIBLE_LOG_RATIO nats of the largest) passes ``u`` times their total; where one weight
+    is alone within that range it answers without the sums, and must answer the same."""
+    from dpmmbench.algorithms._numerics import NEGLIGIBLE_LOG_RATIO, sample_log_weights
+
+    def reference(logw, u):
+        m = np.max(logw, initial=-np.inf, where=~np.isnan(logw))
+        with np.errstate(invalid="ignore"):
+            w = np.where(logw > m - NEGLIGIBLE_LOG_RATIO, np.exp(logw - m), 0.0)
+        total, acc, last = 0.0, 0.0, 0
+        for x in w:  # summed in index order, as the draw adds them
+            total += x
+        for k in np.flatnonzero(w > 0):
+            acc, last = acc + w[k], k
+            if acc > u * total:
+                return k
+        return last
+
+    rng = np.random.default_rng(5)
+    rows = [rng.normal(scale=s, size=12) for s in (1.0, 30.0, 300.0) for _ in range(300)]
+    alone = np.full(12, -500.0)
+    alone[7] = 0.0
+    near = alone.copy()
+    near[3] = -NEGLIGIBLE_LOG_RATIO + 1.0  # a second weight just inside the range
+    tie = alone.copy()
+    tie[2] = 0.0
+    nan = alone.copy()
+    nan[0] = np.nan
+    rows += [alone, near, tie, nan, np.full(12, -np.inf), np.where(np.arange(12) == 5, 0.0, -np.inf)]
+    shortcut = 0
+    for logw in rows:
+        for u in (0.0, 0.5, 1.0 - 2.0 ** -53, rng.random()):
+            assert sample_log_weights(logw.copy(), 12, u) == reference(logw, u), (logw, u)
+        shortcut += (logw > np.nanmax(logw) - NEGLIGIBLE_LOG_RATIO).sum() == 1
+    assert 100 <= shortcut <= len(rows) - 100  # both ways were taken, each many times
+    assert sample_log_weights(near.copy(), 12, 0.0) == 3 and sample_log_weights(near.copy(), 12, 0.5) == 7
+
+
 @pytest.mark.parametrize("D", [6, 10, 30])
 def test_the_fused_pass_skips_only_weights_the_draw_skips_anyway(D):
     """The fused sub-cluster pass computes a point's quadratic forms only for the clusters its
