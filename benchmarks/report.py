@@ -183,14 +183,17 @@ ROWS = (gibbs_sweep, fsd_steps, fsd_label_steps, subcluster_steps, dask_iteratio
 
 
 def machine_info() -> dict:
-    """What the numbers depend on: code version, CPU count, threads, library versions."""
+    """What the numbers depend on: code version, CPU model and count, threads, library versions."""
+    from dpmmbench.workflows.provenance import environment
+
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).resolve().parents[1], check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     return dict(commit=commit, date=time.strftime("%Y-%m-%d %H:%M:%S"), python=platform.python_version(),
-                machine=platform.machine(), cpus=os.cpu_count(), numba_threads=numba.get_num_threads(),
+                machine=platform.machine(), cpu=environment()["cpu_model"] or platform.processor(),
+                cpus=os.cpu_count(), numba_threads=numba.get_num_threads(),
                 numpy=np.__version__, numba=numba.__version__)
 
 
