@@ -22,3 +22,23 @@ class SubclusterStep:
 
     def time_subc_step(self, problem):
         self.chain.step()
+
+
+class SubclusterGEMMRatio:
+    """A ``subc`` step on the million-point 10-D set (20 clusters) against the GEMM with the
+    same multiply-adds (:func:`common.same_work_gemm`), both best-of in one process, so machine
+    load affects both; issue 32's goal is <= 1.5."""
+
+    params = (["synth-chang2013?n=1000000&n_clusters=20&dim=10"],)
+    param_names = ["problem"]
+    tiny_params = [("synth-chang2013?n=2000&n_clusters=20&dim=10",)]
+    timeout = 300
+
+    def setup(self, problem):
+        self.chain = common.subcluster_chain(problem)
+        self.gemm = common.same_work_gemm(self.chain)
+
+    def track_step_per_same_work_gemm(self, problem):
+        return common.best_of(self.chain.step) / common.best_of(self.gemm.run, warmup=0)
+
+    track_step_per_same_work_gemm.unit = "ratio"

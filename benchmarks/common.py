@@ -246,6 +246,14 @@ class Gemm:
         return self.out
 
 
+def same_work_gemm(chain: Chain, rows: int = 4096) -> Gemm:
+    """The GEMM with the multiply-adds of a Gaussian ``subc`` step's cluster likelihoods as
+    quadratic forms, ``N D^2 K`` (K its clusters), on the chain's own points, in ``rows``-row
+    blocks: what a step is measured against (issue 32's goal: a step within 1.5x of it)."""
+    X = chain.state.X
+    return gemm(X.shape[0], X.shape[1], int(np.unique(chain.state.labels).size), X=X, rows=rows)
+
+
 def gemm(n: int, dim: int, n_components: int, X: np.ndarray | None = None, rows: int | None = None) -> Gemm:
     """A warmed-up :class:`Gemm` of shape ``(n x dim) @ (dim x n_components*dim)``.
 

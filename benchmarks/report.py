@@ -94,7 +94,7 @@ def subcluster_steps(repeat):
             rows.append(dict(benchmark="subc 100 iterations (best step x 100)", problem=_shape(*shape),
                              seconds=100 * t, rate=100 * t, rate_unit="s (target < 10 s)"))
         if shape == (1_000_000, 10, 20):
-            g = common.gemm(*shape, X=chain.state.X, rows=4096)
+            g = common.same_work_gemm(chain)
             t_gemm = common.best_of(g.run, repeat)
             rows.append(dict(benchmark="GEMM, same multiply-adds (numpy matmul, 4096-row blocks)",
                              problem=f"({shape[0] // 1000}k x {shape[1]}) @ ({shape[1]} x {shape[1] * shape[2]})",
