@@ -32,7 +32,7 @@ def sample_labels(family, X, params, log_weights, uniforms, out=None) -> np.ndar
         out[:] = fused
         return out
     block = int(np.clip(2 ** 19 // max(K, 1), 256, 16384))
-    parallel = not family.loglik_uses_blas()
+    parallel = not family.loglik_uses_blas(K)
     for a in range(0, N, block):
         b = min(a + block, N)
         ll = family.loglik(X[a:b], params)
@@ -118,7 +118,7 @@ def sample_sublabels(family, X, labels, sub_params, sub_log_weights, uniforms) -
     N = family.n_points(X)
     K2 = len(sub_log_weights)
     out = np.empty(N, dtype=np.int64)
-    if family.loglik_uses_blas() and K2 > 2:
+    if family.loglik_uses_blas(2) and K2 > 2:  # then scored a pair of sub-components at a time
         order = np.argsort(labels, kind="stable")
         bounds = np.searchsorted(labels[order], np.arange(K2 // 2 + 1))
         for k in range(K2 // 2):

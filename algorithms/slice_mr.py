@@ -128,7 +128,7 @@ def slice_map(shard, payload: SlicePayload):
     out = shard.labels  # the shard's own labels (z holds the relabelled old ones): overwritten block by block
     # rows per block: (rows x K) stays in a core's L2, in whole chunks of seeded uniforms
     block = FUSED_CHUNK * max(1, min(2 ** 16 // max(K, 1), 16384) // FUSED_CHUNK)
-    parallel = not family.loglik_uses_blas()
+    parallel = not family.loglik_uses_blas(K)
     for a in range(0, N, block):
         b = min(a + block, N)
         loglik = family.loglik(shard.X[a:b], payload.params)

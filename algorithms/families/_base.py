@@ -137,9 +137,9 @@ class Family(ABC):
     def loglik(self, X, params) -> np.ndarray:
         """(N, K) log-likelihood of every point under every component's parameters."""
 
-    def loglik_uses_blas(self) -> bool:
-        """Whether :meth:`loglik` is a multi-threaded matrix product (then the sampling that
-        follows it runs single-threaded, see ``sample_rows``)."""
+    def loglik_uses_blas(self, n_components: int) -> bool:
+        """Whether :meth:`loglik` under ``n_components`` components is a multi-threaded matrix
+        product (then the sampling that follows it runs single-threaded, see ``sample_rows``)."""
         return False
 
     def fused_label_draw(self, X, params, log_weights, uniforms):

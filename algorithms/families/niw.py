@@ -289,8 +289,11 @@ class NormalInverseWishart(Family):
     def loglik(self, X, params):
         return gaussian_loglik(np.asarray(X, dtype=np.float64), params)
 
-    def loglik_uses_blas(self):
-        return self.dim > SMALL_D
+    def loglik_uses_blas(self, n_components):
+        # from NATURAL_MIN_K components the products run inside the likelihood's own threads on
+        # one BLAS thread (gaussian_loglik). A mean too far out for that sends them back to the
+        # threaded product: rare, and the parallel draw after it is then slower, not different
+        return self.dim > SMALL_D and n_components < NATURAL_MIN_K
 
     def fused_label_draw(self, X, params, log_weights, uniforms):
         """See :meth:`Family.fused_label_draw`: :func:`natural_label_draw`."""

@@ -130,7 +130,7 @@ class NormalKnownCovariance(Family):
         out += -0.5 * self.dim * (LOG_2PI + math.log(self.var))
         return out
 
-    def loglik_uses_blas(self):
+    def loglik_uses_blas(self, n_components):
         return self.dim > SMALL_D
 
     def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
