@@ -97,7 +97,7 @@ def subcluster_steps(repeat):
             g = common.same_work_gemm(chain)
             t_gemm = common.best_of(g.run, repeat)
             rows.append(dict(benchmark="GEMM, same multiply-adds (numpy matmul, 4096-row blocks)",
-                             problem=f"({shape[0] // 1000}k x {shape[1]}) @ ({shape[1]} x {shape[1] * shape[2]})",
+                             problem=f"({shape[0] // 1000}k x {shape[1]}) @ ({shape[1]} x {g.W.shape[1]})",
                              seconds=t_gemm, rate=common.gflops(g.flops, t_gemm), rate_unit="GFLOP/s"))
             rows.append(dict(benchmark="subc step / same-work GEMM", problem=_shape(*shape), seconds=None,
                              rate=t / t_gemm, rate_unit="x (goal <= 1.5)"))

@@ -1145,6 +1145,12 @@ def _no_draw():
     return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
 
 
+def _rows_centre(X):
+    """The mean of about 1,024 evenly spaced rows: the natural-parameter kernels need a centre
+    of the rows, not their exact mean."""
+    return X[::max(1, len(X) // 1024)].mean(axis=0)
+
+
 def _natural_inputs(X, params: GaussianParams):
     """``(X, shift, theta, c)`` of the natural-parameter kernels (log densities, normalising
     constants included, of rows centred near their mean), or ``None`` where they would not
@@ -1152,7 +1158,7 @@ def _natural_inputs(X, params: GaussianParams):
     (:data:`NATURAL_MAX_MAGNITUDE`)."""
     if len(params.mu) < NATURAL_MIN_K:
         return None
-    shift = X[::max(1, len(X) // 1024)].mean(axis=0)  # a centre of the rows is all it needs
+    shift = _rows_centre(X)
     theta, shift_c, far = _natural_cluster_forms(params, shift)
     if far > NATURAL_MAX_MAGNITUDE:
         return None
@@ -1179,8 +1185,7 @@ def _student_quadforms(X, m, L, scale, power):
     """``q[r, k] = scale_k ||L_k^{-1} (x_r - m_k)||^2`` for the NIW predictive (a Student-t whose
     log density falls as ``power_k / 2 * log1p(q)``): linear in each row's features
     (:func:`_natural_loglik`, from :data:`NATURAL_MIN_K` components) unless a mean lies too far out
-    for that, in nats of the density
-    (:data:`NATURAL_MAX_MAGNITUDE`); there by triangular solves."""
+    for that, in nats of the density (:data:`NATURAL_MAX_MAGNITUDE`); there by triangular solves."""
     N, K = X.shape[0], len(m)
     out = np.empty((N, K))
     if N == 0 or K == 0:
@@ -1188,7 +1193,7 @@ def _student_quadforms(X, m, L, scale, power):
     if K >= NATURAL_MIN_K:
         # P = scale (L L^T)^-1 = W W^T with W = sqrt(scale) L^-T
         W = np.sqrt(scale)[:, None, None] * np.swapaxes(np.linalg.inv(L), -1, -2)
-        shift = X[::max(1, N // 1024)].mean(axis=0)
+        shift = _rows_centre(X)
         theta, shift_c, _ = _natural_cluster_forms(GaussianParams(m, W, np.zeros(K)), shift)
         if float(np.max(-2.0 * shift_c * power)) <= NATURAL_MAX_MAGNITUDE:
             with one_blas_thread():  # the products run inside the pass's threads
