@@ -46,6 +46,60 @@ def column_mean(X: np.ndarray) -> np.ndarray:
     return np.ones(len(X)) @ X / len(X)
 
 
+def _centred(X, mean, out):
+    for r in prange(X.shape[0]):
+        for a in range(X.shape[1]):
+            out[r, a] = X[r, a] - mean[a]
+
+
+def centred_rows(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """``X - mean`` for a dense float64 ``X`` (rows) and ``mean`` (one row), the same floats:
+    numpy's broadcast over narrow rows runs its inner loop a row at a time (110,000 x 2: 0.7
+    against 0.15 ms on one thread)."""
+    out = np.empty(X.shape)
+    _CENTRED[X.size >= PARALLEL_MIN_WORK](X, np.asarray(mean, dtype=np.float64), out)
+    return out
+
+
+#: rows per chunk of :func:`rows_where`
+_WHERE_CHUNK = 1 << 14
+
+
+@kernel(inline="always")
+def _is_row(z, zs, r, k, h):
+    return 1 if z[r] == k and (h < 0 or zs[r] == h) else 0
+
+
+def _rows_where(z, k, zs, h):
+    N = z.shape[0]
+    C = (N + _WHERE_CHUNK - 1) // _WHERE_CHUNK
+    found = np.empty(N, dtype=np.int64)
+    ends = np.zeros(C + 1, dtype=np.int64)
+    for c in prange(C):
+        # every row written to the chunk's next free slot and kept only if it matches: one
+        # pass, no branch on the test (taken at random, as labels come)
+        j = c * _WHERE_CHUNK
+        for r in range(c * _WHERE_CHUNK, min(N, (c + 1) * _WHERE_CHUNK)):
+            found[j] = r
+            j += _is_row(z, zs, r, k, h)
+        ends[c + 1] = j - c * _WHERE_CHUNK
+    for c in range(C):
+        ends[c + 1] += ends[c]
+    out = np.empty(ends[C], dtype=np.int64)
+    for c in prange(C):
+        for i in range(ends[c + 1] - ends[c]):
+            out[ends[c] + i] = found[c * _WHERE_CHUNK + i]
+    return out
+
+
+def rows_where(z: np.ndarray, k: int, zs: np.ndarray | None = None, h: int = -1) -> np.ndarray:
+    """``np.flatnonzero(z == k)``, or with ``zs`` and ``h`` ``np.flatnonzero((z == k) & (zs ==
+    h))``, for int64 labels: in parallel from :data:`PARALLEL_MIN_WORK` rows (the sub-cluster
+    moves look up one cluster's points among all of them, a few milliseconds at a million
+    points on one thread)."""
+    return _ROWS_WHERE[len(z) >= PARALLEL_MIN_WORK](z, int(k), z if zs is None else zs, int(h))
+
+
 def log_multigamma(a, dim: int):
     """log Gamma_D(a), vectorised over ``a``."""
     a = np.asarray(a, dtype=np.float64)
@@ -188,6 +242,8 @@ def _sample_rows(loglik, log_weights, uniforms, out):
 
 
 _SAMPLE_ROWS = parallel_variants(_sample_rows)
+_CENTRED = parallel_variants(_centred)
+_ROWS_WHERE = parallel_variants(_rows_where)
 
 
 def sample_rows(loglik, log_weights, uniforms, out, parallel=True):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._subcluster_shards import Edit, Restructure, pick_worst, pooled_moments, restructure
-from ._numerics import column_mean, one_blas_thread, take_rows
+from ._subcluster_shards import Edit, Restructure, merge_labels, pick_worst, pooled_moments, restructure
+from ._numerics import centred_rows, column_mean, one_blas_thread, rows_where, take_rows
 from .labelstep import take_params
 
 
@@ -52,11 +52,11 @@ class Clusters:
         return self.sub.n[2 * k] + self.sub.n[2 * k + 1]
 
     def members(self, k):
-        return np.flatnonzero(self.z == k)
+        return rows_where(self.z, k)
 
     def subcluster(self, k, h):
         """The points of sub-cluster ``h`` of cluster k (what :meth:`split` moves)."""
-        return np.flatnonzero((self.z == k) & (self.zs == h))
+        return rows_where(self.z, k, self.zs, h)
 
     def cluster_stats(self, ks):
         """Statistics of clusters ``ks`` (sums of their sub-clusters')."""
@@ -94,7 +94,7 @@ class Clusters:
         with one_blas_thread():  # the statistics after the products may be a parallel region
             if self.principal and members.size > 2 and isinstance(self.X, np.ndarray):
                 # DPMMSubClusters' "smart splits": halves across the direction of largest spread
-                centred = Xm - column_mean(Xm)
+                centred = centred_rows(Xm, column_mean(Xm))
                 axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
                 side = (centred @ axis > 0).astype(np.int64)
             self.zs[members] = side
@@ -143,9 +143,7 @@ class Clusters:
         """b joins a; the two old clusters become a's sub-clusters (DPMMSubClusters)."""
         fam = self.family
         both = fam.sum_pairs(fam.take_stats(self.sub, subcluster_rows([a, b])))
-        ma, mb = self.members(a), self.members(b)
-        self.z[mb] = a
-        self.zs[ma], self.zs[mb] = 0, 1
+        merge_labels(self.z, self.zs, a, b)
         fam.set_stats(self.sub, [2 * a, 2 * a + 1], both)
         fam.set_stats(self.sub, [2 * b, 2 * b + 1], fam.empty_stats(2))
         self.alive[b] = False

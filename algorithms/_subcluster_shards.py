@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from numba import prange
 
-from ._numerics import take_rows
+from ._numerics import PARALLEL_MIN_WORK, centred_rows, parallel_variants, rows_where, take_rows
 from .families.niw import grouped_gaussian_stats
 from .labelstep import draw_with_sublabels, sample_sublabels, sweep_keeping_clusters, take_params
 
@@ -29,6 +30,24 @@ def decode_labels(labels):
     """(cluster, sub-label) of every point from shard labels."""
     sub = labels & _SUB_MASK
     return sub >> 1, sub & 1
+
+
+def _merge_labels(z, zs, a, b):
+    for r in prange(z.shape[0]):
+        if z[r] == b:
+            z[r], zs[r] = a, 1
+        elif z[r] == a:
+            zs[r] = 0
+
+
+_MERGE_LABELS = parallel_variants(_merge_labels)
+
+
+def merge_labels(z, zs, a: int, b: int) -> None:
+    """Cluster ``b`` joins ``a`` in the int64 labels ``z``, in place; the two old clusters
+    become the sub-clusters of ``a`` (``zs`` 0 for a's points, 1 for b's): one pass over the
+    labels, in parallel from :data:`PARALLEL_MIN_WORK` points."""
+    _MERGE_LABELS[len(z) >= PARALLEL_MIN_WORK](z, zs, int(a), int(b))
 
 
 # ---- messages ------------------------------------------------------------------------------
@@ -138,7 +157,7 @@ def _worst_points(family, X, z, clusters, params):
     parameters (``params``, in that order); (inf, -1) for a cluster with no point here."""
     lowest, rows = np.full(len(clusters), np.inf), np.full(len(clusters), -1, dtype=np.int64)
     for r, k in enumerate(clusters):
-        idx = np.flatnonzero(z == k)
+        idx = rows_where(z, k)
         if idx.size:
             loglik = family.loglik(take_rows(X, idx), take_params(params, [r]))[:, 0]
             j = int(np.argmin(loglik))
@@ -169,12 +188,11 @@ def restructure(shard, payload: Restructure) -> Restructured:
     z, zs = decode_labels(shard.labels)
     for kind, a, b in payload.edits:
         if kind == "split":
-            z[(z == a) & (zs == 1)] = b
+            z[rows_where(z, a, zs, 1)] = b
         elif kind == "move":
-            z[z == a] = b
-        else:  # merge: the two old clusters become the sub-clusters of a
-            in_a, in_b = z == a, z == b
-            zs[in_a], zs[in_b], z[in_b] = 0, 1, a
+            z[rows_where(z, a)] = b
+        else:
+            merge_labels(z, zs, a, b)
     moments = restarted = halves = worst = None
     if payload.moments is not None:
         pos = _position(z, payload.moments)
@@ -188,17 +206,17 @@ def restructure(shard, payload: Restructure) -> Restructured:
         zs[rows] = rng.integers(0, 2, rows.size)
         if payload.principal is not None:
             for k, mean, axis in zip(*payload.principal):
-                idx = np.flatnonzero(z == k)
-                zs[idx] = ((take_rows(X, idx) - mean) @ axis > 0).astype(np.int64)
+                idx = rows_where(z, k)
+                zs[idx] = (centred_rows(take_rows(X, idx), mean) @ axis > 0).astype(np.int64)
         if payload.isolate is not None:
             for k, holder, row in zip(*payload.isolate):
-                zs[z == k] = 0
+                zs[rows_where(z, k)] = 0
                 if holder == shard.index:
                     zs[row] = 1
         restarted = family.stats(take_rows(X, rows), 2 * pos[rows] + zs[rows], 2 * len(payload.restart))
     if payload.propose is not None:
         k, new, w_right = payload.propose
-        idx = np.flatnonzero(z == k)
+        idx = rows_where(z, k)
         side = (rng.random(idx.size) < w_right).astype(np.int64)
         z[idx[side == 1]] = new
         halves = family.stats(take_rows(X, idx), side, 2)

@@ -110,11 +110,15 @@ _SAMPLE_SUB_ROWS = parallel_variants(_sample_sub_rows)
 
 def sample_sublabels(family, X, labels, sub_params, sub_log_weights, uniforms) -> np.ndarray:
     """Each point picks one of the two sub-components ``2k, 2k+1`` of its component
-    ``k = labels[i]`` (Chang & Fisher's sub-cluster labels), in row blocks.
+    ``k = labels[i]`` (Chang & Fisher's sub-cluster labels): in one pass where the family has
+    one (:meth:`Family.fused_sublabel_draw`), else in row blocks.
 
     Where the likelihood is a matrix product (Gaussians in many dimensions) each cluster's
     points are scored against its own two sub-components only: 2 instead of 2K quadratic
     forms per point."""
+    fused = family.fused_sublabel_draw(X, labels, sub_params, sub_log_weights, uniforms)
+    if fused is not None:
+        return fused
     N = family.n_points(X)
     K2 = len(sub_log_weights)
     out = np.empty(N, dtype=np.int64)

@@ -451,3 +451,35 @@ def test_fused_label_draw_is_the_composed_draw(D, monkeypatch):
     sample_rows(niw.gaussian_loglik(X, params), log_w, uniforms, composed)
     assert np.mean(fused == composed) > 0.999
     assert len(np.unique(composed)) >= 4  # it has teeth: points of every cluster
+
+
+@pytest.mark.parametrize("D", [2, 10, 24])
+def test_fused_sublabel_draw_is_the_composed_draw(D, monkeypatch):
+    """The NIW family's one-pass sub-label draw (``natural_sublabel_draw``, each row scored against
+    its own cluster's two sub-clusters) takes, from the same uniforms, the sub-labels the composed
+    draw takes from ``gaussian_loglik`` of all 2K sub-clusters (rounding aside); from
+    ``PRUNE_MIN_D`` dimensions, or with a sub-cluster mean too far out for it, it declines and the
+    caller composes the draw."""
+    from dpmmbench.algorithms import labelstep
+    from dpmmbench.algorithms.families import niw
+
+    rng = np.random.default_rng([5, D])
+    fam = _niw(D)
+    K = 4
+    X = np.concatenate([rng.normal(loc=3.0 * rng.normal(size=D), size=(2500, D)) for _ in range(K)])
+    labels = np.repeat(np.arange(K), 2500)
+    halves = 2 * labels + (X[:, 0] > np.repeat([X[labels == k, 0].mean() for k in range(K)], 2500))
+    sub_params = fam.sample_params(fam.stats(X, halves, 2 * K), rng)
+    sub_log_w, uniforms = np.log(rng.dirichlet(np.ones(2 * K))), rng.random(len(X))
+    fused = fam.fused_sublabel_draw(X, labels, sub_params, sub_log_w, uniforms)
+    monkeypatch.setattr(type(fam), "fused_sublabel_draw", lambda *args: None)
+    composed = labelstep.sample_sublabels(fam, X, labels, sub_params, sub_log_w, uniforms)
+    monkeypatch.undo()
+    if D >= niw.PRUNE_MIN_D:
+        assert fused is None
+        return
+    assert np.mean(fused == composed) > 0.999
+    assert 0.2 < composed.mean() < 0.8  # it has teeth: both sides of every cluster taken
+    np.testing.assert_array_equal(labelstep.sample_sublabels(fam, X, labels, sub_params, sub_log_w, uniforms), fused)
+    monkeypatch.setattr(niw, "NATURAL_MAX_MAGNITUDE", -1.0)
+    assert fam.fused_sublabel_draw(X, labels, sub_params, sub_log_w, uniforms) is None

@@ -15,11 +15,11 @@ from dpmmbench import algorithms
 from dpmmbench import datasets
 from dpmmbench.algorithms import exact
 from dpmmbench.algorithms._subcluster_clusters import Clusters, ShardedClusters
-from dpmmbench.algorithms._subcluster_shards import decode_labels
+from dpmmbench.algorithms._subcluster_shards import decode_labels, merge_labels
 from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.exact import exact_posterior
 from dpmmbench.algorithms.families import NormalInverseWishart
-from dpmmbench.algorithms._numerics import sample_log_weights
+from dpmmbench.algorithms._numerics import centred_rows, rows_where, sample_log_weights
 from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters, sweep_keeping_clusters, take_params
 from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
 from dpmmbench.algorithms.joint import log_joint
@@ -157,6 +157,27 @@ def test_restricted_sweep_is_the_row_by_row_sweep():
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(counts, sizes)
     assert counts[10] == counts[11] == 1 and got[7] == 10 and got[0] != 10
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 16384, 16385, 50_000])
+def test_the_moves_compiled_scans_are_numpys(n):
+    """The moves' compiled passes over every point (serial below PARALLEL_MIN_WORK points, in
+    parallel chunks above) give numpy's answers exactly: the points of a cluster or of one of
+    its sub-clusters, in order; rows less a mean; a merge's labels and sub-labels."""
+    rng = np.random.default_rng(n)
+    z, zs = rng.integers(0, 6, n), rng.integers(0, 2, n)
+    for k in (0, 3, 9):
+        np.testing.assert_array_equal(rows_where(z, k), np.flatnonzero(z == k))
+        for h in (0, 1):
+            np.testing.assert_array_equal(rows_where(z, k, zs, h), np.flatnonzero((z == k) & (zs == h)))
+    X = rng.normal(size=(n, 3)) * 1e3
+    mean = rng.normal(size=3)
+    np.testing.assert_array_equal(centred_rows(X, mean), X - mean)
+    z2, zs2 = z.copy(), zs.copy()
+    merge_labels(z2, zs2, 1, 4)
+    expected_zs = np.where(z == 1, 0, np.where(z == 4, 1, zs))
+    np.testing.assert_array_equal(z2, np.where(z == 4, 1, z))
+    np.testing.assert_array_equal(zs2, expected_zs)
 
 
 def test_subclusters_split_from_one_cluster():

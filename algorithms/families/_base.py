@@ -148,6 +148,13 @@ class Family(ABC):
         :meth:`loglik` and the draw, ``labelstep.sample_labels``)."""
         return None
 
+    def fused_sublabel_draw(self, X, labels, sub_params, sub_log_weights, uniforms):
+        """Every point's sub-label between the two sub-components ``2k, 2k + 1`` of its component
+        ``k = labels[i]`` (weights ``exp(sub_log_weights)``), drawn with ``uniforms[i]``, in one
+        pass over ``X``, or ``None`` where the family has none for ``X`` (the caller composes
+        :meth:`loglik` and the draw, ``labelstep.sample_sublabels``)."""
+        return None
+
     def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
         """Labels, sub-labels and sub-cluster statistics in one pass over ``X``, or ``None``
         (``rng`` untouched) where the family has no fused kernel for ``X``: then the caller

@@ -299,6 +299,10 @@ class NormalInverseWishart(Family):
         """See :meth:`Family.fused_label_draw`: :func:`natural_label_draw`."""
         return natural_label_draw(np.asarray(X, dtype=np.float64), params, log_weights, uniforms)
 
+    def fused_sublabel_draw(self, X, labels, sub_params, sub_log_weights, uniforms):
+        """See :meth:`Family.fused_sublabel_draw`: :func:`natural_sublabel_draw`."""
+        return natural_sublabel_draw(np.asarray(X, dtype=np.float64), sub_params, sub_log_weights, labels, uniforms)
+
     def fused_subcluster_draw(self, X, params, log_weights, sub_params, sub_log_weights, rng, within=None):
         """See :meth:`Family.fused_subcluster_draw`: a compiled pass for D <=
         :data:`FUSED_SUBCLUSTER_MAX_D` (above, the caller composes the step)."""
@@ -790,6 +794,23 @@ def _natural_loglik(X, shift, theta, c, block, out, log_weights, uniforms, label
                     out[r0 + i, k] = row[k] + c[k]
 
 
+def _natural_sublabel_draw(X, shift, S, s0, labels, uniforms, zs):
+    """Each row's sub-label between the two sub-clusters of its cluster ``labels[r]``, drawn with
+    ``uniforms[r]`` from the log odds (left against right) ``S[k] . phi + s0[k]``, as
+    :func:`_natural_subcluster_draw` draws it after the label."""
+    N, D = X.shape
+    F = S.shape[1]
+    for ch in prange((N + FUSED_CHUNK - 1) // FUSED_CHUNK):
+        x, phi = np.empty(D), np.empty(F)
+        for r in range(ch * FUSED_CHUNK, min(N, (ch + 1) * FUSED_CHUNK)):
+            for a in range(D):
+                x[a] = X[r, a] - shift[a]
+            _gaussian_features(x, phi)
+            d = s0[labels[r]] + _dot4(S[labels[r]], phi)
+            p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
+            zs[r] = 1 if uniforms[r] < p_right else 0
+
+
 def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
     """Walker's slice step in one pass (few dimensions, see :meth:`Family.fused_slice_draw`):
     per row its slice, the prefix of components above it (sorted by decreasing weight), the
@@ -1012,13 +1033,20 @@ def _natural_forms(params: GaussianParams, sub_params: GaussianParams, A, g, h0,
     :func:`_sublabel_forms` (``h0 + v^T A v + g^T v`` with ``v = x - sm``); ``far`` over the
     clusters and the sub-clusters."""
     theta, shift_c, far = _natural_cluster_forms(params, shift)
+    S, s0, sub_far = _natural_sublabel_forms(sub_params, A, g, h0, sm, shift)
+    return theta, shift_c, S, s0, max(far, sub_far)
+
+
+def _natural_sublabel_forms(sub_params: GaussianParams, A, g, h0, sm, shift):
+    """The sub-label log odds ``phi(x) . S[k] + s0[k]`` of rows centred at ``shift`` from the forms of
+    :func:`_sublabel_forms`, and the largest squared distance of a centred sub-cluster mean
+    from the origin in its own precision's metric (how far the expanded form cancels)."""
     Asm = np.einsum("kab,kb->ka", A, sm)
     S = np.concatenate([g - 2.0 * Asm, _quadratic_coefficients(A)], axis=1)
     s0 = h0 + np.einsum("ka,ka->k", sm, Asm) - np.einsum("ka,ka->k", g, sm)
     # the sub-clusters' reach, m^T P m = ||W^T m||^2, without their coefficients
     reach = np.einsum("kab,ka->kb", sub_params.W, sub_params.mu - shift)
-    sub_far = float(np.max((reach * reach).sum(axis=1), initial=0.0))
-    return theta, shift_c, np.ascontiguousarray(S), s0, max(far, sub_far)
+    return np.ascontiguousarray(S), s0, float(np.max((reach * reach).sum(axis=1), initial=0.0))
 
 
 def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights, sub_params: GaussianParams,
@@ -1138,6 +1166,7 @@ _FUSED_SUBCLUSTER_DRAW = parallel_variants(_fused_subcluster_draw)
 _FUSED_SLICE_DRAW = parallel_variants(_fused_slice_draw)
 _NATURAL_SUBCLUSTER_DRAW = parallel_variants(_natural_subcluster_draw)
 _NATURAL_LOGLIK = parallel_variants(_natural_loglik)
+_NATURAL_SUBLABEL_DRAW = parallel_variants(_natural_sublabel_draw)
 
 
 def _no_draw():
@@ -1179,6 +1208,25 @@ def natural_label_draw(X, params: GaussianParams, log_weights, uniforms):
                                                     np.ascontiguousarray(log_weights, dtype=np.float64),
                                                     np.ascontiguousarray(uniforms, dtype=np.float64), labels)
     return labels
+
+
+def natural_sublabel_draw(X, sub_params: GaussianParams, sub_log_weights, labels, uniforms):
+    """Every row's sub-label between the sub-clusters ``2k, 2k + 1`` of its cluster ``k =
+    labels[i]``, drawn with ``uniforms[i]``, in one pass (:func:`_natural_sublabel_draw`: a
+    dot product over the row's features where the composed draw scores all 2K sub-clusters),
+    or ``None`` from :data:`PRUNE_MIN_D` dimensions (as the fused pass, there quadratic forms)
+    or where a sub-cluster mean lies too far out for it (:data:`NATURAL_MAX_MAGNITUDE`)."""
+    N, D = X.shape
+    if N == 0 or D >= PRUNE_MIN_D:
+        return None
+    shift = _rows_centre(X)
+    S, s0, far = _natural_sublabel_forms(sub_params, *_sublabel_forms(sub_params, sub_log_weights, shift), shift)
+    if far > NATURAL_MAX_MAGNITUDE:
+        return None
+    zs = np.empty(N, dtype=np.int64)
+    _NATURAL_SUBLABEL_DRAW[N * S.shape[1] >= PARALLEL_MIN_WORK](X, shift, S, s0, np.ascontiguousarray(labels),
+                                                                np.ascontiguousarray(uniforms, dtype=np.float64), zs)
+    return zs
 
 
 def _student_quadforms(X, m, L, scale, power):
