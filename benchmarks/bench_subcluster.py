@@ -5,6 +5,10 @@ K = 20 of the peers' ``scale`` measurement; and the 70k x 50-D GEMM-shaped probl
 """
 from __future__ import annotations
 
+import numpy as np
+
+from dpmmbench.algorithms._subcluster_clusters import Clusters
+
 from . import common
 
 
@@ -42,3 +46,34 @@ class SubclusterGEMMRatio:
         return common.best_of(self.chain.step) / common.best_of(self.gemm.run, warmup=0)
 
     track_step_per_same_work_gemm.unit = "ratio"
+
+
+class SubclusterMoves:
+    """The master's moves that read every point's label (``subc`` in process), on one cluster of
+    the million-point 2-D set at its true partition: finding its points, a restart from its
+    principal axis, isolating its worst-explained point. They run between the label passes, so
+    what they do not do on every thread caps the speed-up of an iteration (issue 32)."""
+
+    params = (["synth-chang2013?n=1000000&n_clusters=6"],)
+    param_names = ["problem"]
+    tiny_params = [("synth-chang2013?n=300&n_clusters=6",)]
+    timeout = 300
+
+    def setup(self, problem):
+        chain = common.subcluster_chain(problem)
+        sampler, state = chain.sampler, chain.state
+        params = sampler.family.sample_params(sampler.family.sum_pairs(state.sub_stats), np.random.default_rng(0))
+        sub = sampler.family.take_stats(state.sub_stats, np.arange(len(state.sub_stats.n)))  # a copy
+        self.clusters = Clusters(sampler.family, state.X, state.labels.copy(), state.sublabels.copy(), sub,
+                                 state.history.copy(), state.splittable.copy(), principal=True,
+                                 params=params)
+        self.rng = np.random.default_rng(0)
+
+    def time_members(self, problem):
+        self.clusters.members(0)
+
+    def time_restart(self, problem):
+        self.clusters.restart(0, self.rng)
+
+    def time_isolate(self, problem):
+        self.clusters.isolate(0)
