@@ -19,8 +19,7 @@ from .labelstep import take_params
 
 def subcluster_rows(ks):
     """Rows of the sub-cluster statistics of clusters ``ks``: 2k, 2k + 1 for each."""
-    ks = np.asarray(ks)
-    return np.ravel(np.column_stack([2 * ks, 2 * ks + 1]))
+    return (2 * np.asarray(ks)[:, None] + np.arange(2)).ravel()
 
 
 class Clusters:
@@ -161,11 +160,16 @@ class Clusters:
         ids = np.flatnonzero(self.alive)
         counts = np.bincount(self.group[ids])
         # the group as rng.choice(p=...) draws it (one uniform into the weights' cdf), without
-        # its checks of p: half the cost of a merge proposal once the marginal was compiled
-        cdf = np.cumsum(counts * (counts - 1) / 2.0)
-        cdf /= cdf[-1]
-        g = int(np.searchsorted(cdf, rng.random(), side="right"))
-        members = ids if len(counts) == 1 else ids[self.group[ids] == g]
+        # its checks of p: half the cost of a merge proposal once the marginal was compiled.
+        # With one group the uniform is drawn all the same (the stream), its answer known
+        if len(counts) == 1:
+            rng.random()
+            members = ids
+        else:
+            cdf = np.cumsum(counts * (counts - 1) / 2.0)
+            cdf /= cdf[-1]
+            g = int(np.searchsorted(cdf, rng.random(), side="right"))
+            members = ids[self.group[ids] == g]
         a, b = members[rng.choice(len(members), size=2, replace=False)]
         return int(a), int(b)
 

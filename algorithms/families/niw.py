@@ -7,6 +7,7 @@ update it by rank-1 update/downdate, so moving one point costs O(D^2).
 """
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import nullcontext
 from numbers import Real
@@ -1007,11 +1008,23 @@ def _precision_range(params: GaussianParams):
     return np.maximum(ev[:, 0] - 1e-9 * ev[:, -1], 0.0), ev[:, -1] * (1.0 + 1e-9)
 
 
+@functools.cache
+def _lower_triangle(D: int):
+    """``np.tril_indices(D)`` and the quadratic features' multipliers (1 on the squares, 2 on the
+    products), read-only: found once per dimension, as numpy's costs ~20 us a call and each
+    sub-cluster step asked three times."""
+    a, b = np.tril_indices(D)
+    twice = np.where(a == b, 1.0, 2.0)
+    for v in (a, b, twice):
+        v.flags.writeable = False
+    return a, b, twice
+
+
 def _quadratic_coefficients(M):
     """The coefficients of ``x^T M x`` (``M`` symmetric, stacked (K, D, D)) over the quadratic
     features of :func:`_gaussian_features`: ``M_aa`` on the squares, ``2 M_ab`` on the products."""
-    a, b = np.tril_indices(M.shape[-1])
-    return np.where(a == b, 1.0, 2.0) * M[:, a, b]
+    a, b, twice = _lower_triangle(M.shape[-1])
+    return twice * M[:, a, b]
 
 
 def _natural_cluster_forms(params: GaussianParams, shift):
@@ -1086,7 +1099,7 @@ def fused_gaussian_subcluster_draw(X, shift, params: GaussianParams, log_weights
             _NATURAL_SUBCLUSTER_DRAW[parallel](X, shift, theta, const + shift_c, S, s0, old, groups, seeds, block, z,
                                                zs, stats, n, t)
         # chunk partial sums added in chunk order: the same floats whatever the thread count
-        T, (a, b) = t.sum(axis=0), np.tril_indices(D)
+        T, (a, b, _) = t.sum(axis=0), _lower_triangle(D)
         s1, s2 = T[:, :D], np.zeros((len(T), D, D))
         if stats:
             s2[:, a, b] = T[:, D:]
