@@ -251,14 +251,17 @@ def main(argv=None) -> int:
 
     cores = args.cores or available_cores()
     iterations = args.iterations if args.iterations is not None else QUICK["iterations"] if args.quick else ITERATIONS
-    plan = QUICK["plan"] if args.quick else PLAN
-    plan = {d: tuple(a for a in algos if not args.only or a in args.only) for d, algos in plan.items()
+    plan_of = QUICK["plan"] if args.quick else PLAN
+    plan = {d: tuple(a for a in algos if not args.only or a in args.only) for d, algos in plan_of.items()
             if not args.datasets or d in args.datasets}
     name = args.name or f"{cores}-core"
     out = args.out or Path("docs") / "scaling" / f"{name}.json"
     try:
         if iterations < 1 or cores < 1:
             raise ValueError("--iterations and --cores must be >= 1")
+        if not any(plan.values()):
+            raise ValueError("nothing to measure: --only and --datasets leave no algorithm on a data set of the "
+                             f"{'quick ' if args.quick else ''}plan ({', '.join(plan_of)})")
         chosen = {"in-process": layouts(cores, "in-process"), "dask": layouts(cores, "dask")}
         if args.threads:
             chosen["in-process"] = parse_layouts(",".join(f"1x{t}" for t in args.threads.split(",")))

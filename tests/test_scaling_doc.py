@@ -96,7 +96,8 @@ def test_a_bad_record_is_named(tmp_path, content, message):
 
 @pytest.mark.parametrize("argv, message", [(["--layouts", "2x"], "layouts are WORKERSxTHREADS"),
                                            (["--layouts", "4x4", "--cores", "2"], "a layout of 16 cores on 2"),
-                                           (["--iterations", "0"], "must be >= 1")])
+                                           (["--iterations", "0"], "must be >= 1"),
+                                           (["--datasets", "synth-chang2013"], "nothing to measure")])
 def test_bad_arguments_get_a_clear_error(argv, message, capsys, tmp_path):
     assert scaling.main(["--quick", "--out", str(tmp_path / "x.json"), *argv]) == 2
     assert message in capsys.readouterr().err
