@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._subcluster_shards import Edit, Restructure, merge_labels, pick_worst, pooled_moments, restructure
-from ._numerics import centred_rows, column_mean, one_blas_thread, rows_where, take_rows
+from ._numerics import centred_rows, column_mean, one_blas_thread, put_at, rows_where, take_rows
 from .labelstep import take_params
 
 
@@ -96,7 +96,7 @@ class Clusters:
                 centred = centred_rows(Xm, column_mean(Xm))
                 axis = np.linalg.eigh(centred.T @ centred)[1][:, -1]
                 side = (centred @ axis > 0).astype(np.int64)
-            self.zs[members] = side
+            put_at(self.zs, members, side)
             self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False
@@ -118,7 +118,7 @@ class Clusters:
             loglik = self.family.loglik(Xm, take_params(self.params, [k]))[:, 0]
             side = np.zeros(members.size, dtype=np.int64)
             side[np.argmin(loglik)] = 1
-            self.zs[members] = side
+            put_at(self.zs, members, side)
             self.family.set_stats(self.sub, [2 * k, 2 * k + 1], self.family.stats(Xm, side, 2))
         self.history[k] = -np.inf
         self.splittable[k] = False

@@ -4,6 +4,7 @@ empties a cluster."""
 import itertools
 import math
 
+import numba
 import numpy as np
 import pytest
 from scipy.special import gammaln
@@ -19,7 +20,7 @@ from dpmmbench.algorithms._subcluster_shards import decode_labels, merge_labels
 from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.exact import exact_posterior
 from dpmmbench.algorithms.families import NormalInverseWishart
-from dpmmbench.algorithms._numerics import centred_rows, rows_where, sample_log_weights
+from dpmmbench.algorithms._numerics import centred_rows, put_at, rows_where, sample_log_weights, take_rows
 from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters, sweep_keeping_clusters, take_params
 from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
 from dpmmbench.algorithms.joint import log_joint
@@ -163,21 +164,47 @@ def test_restricted_sweep_is_the_row_by_row_sweep():
 def test_the_moves_compiled_scans_are_numpys(n):
     """The moves' compiled passes over every point (serial below PARALLEL_MIN_WORK points, in
     parallel chunks above) give numpy's answers exactly: the points of a cluster or of one of
-    its sub-clusters, in order; rows less a mean; a merge's labels and sub-labels."""
+    its sub-clusters, in order; rows less a mean; their rows gathered and new sub-labels put at
+    them; a merge's labels and sub-labels."""
     rng = np.random.default_rng(n)
     z, zs = rng.integers(0, 6, n), rng.integers(0, 2, n)
-    for k in (0, 3, 9):
-        np.testing.assert_array_equal(rows_where(z, k), np.flatnonzero(z == k))
-        for h in (0, 1):
-            np.testing.assert_array_equal(rows_where(z, k, zs, h), np.flatnonzero((z == k) & (zs == h)))
+    for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):  # numpy's scan on one thread, the compiled one on more
+        numba.set_num_threads(threads)
+        for k in (0, 3, 9):
+            np.testing.assert_array_equal(rows_where(z, k), np.flatnonzero(z == k))
+            for h in (0, 1):
+                np.testing.assert_array_equal(rows_where(z, k, zs, h), np.flatnonzero((z == k) & (zs == h)))
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     X = rng.normal(size=(n, 3)) * 1e3
     mean = rng.normal(size=3)
     np.testing.assert_array_equal(centred_rows(X, mean), X - mean)
+    rows = rows_where(z, 3)
+    for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+        numba.set_num_threads(threads)
+        np.testing.assert_array_equal(take_rows(X, rows), X.take(rows, axis=0))
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    for values in (rng.integers(0, 2, rows.size), rng.integers(0, 2, rows.size).astype(np.int32)):
+        got, expected = zs.copy(), zs.copy()
+        put_at(got, rows, values)
+        expected[rows] = values
+        np.testing.assert_array_equal(got, expected)
     z2, zs2 = z.copy(), zs.copy()
     merge_labels(z2, zs2, 1, 4)
     expected_zs = np.where(z == 1, 0, np.where(z == 4, 1, zs))
     np.testing.assert_array_equal(z2, np.where(z == 4, 1, z))
     np.testing.assert_array_equal(zs2, expected_zs)
+
+
+def test_the_compiled_gather_and_put_refuse_positions_out_of_range():
+    """Where numpy would raise, so do the parallel copies (they check every position)."""
+    X, out = np.zeros((10, 4)), np.zeros(10, dtype=np.int64)
+    bad = np.r_[np.arange(50_000) % 10, 10].astype(np.int64)
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    with pytest.raises(IndexError):
+        take_rows(X, bad)
+    with pytest.raises(IndexError):
+        put_at(out, np.r_[np.arange(9), -1, np.full(40_000, 11)].astype(np.int64), np.zeros(40_010, dtype=np.int64))
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 def test_subclusters_split_from_one_cluster():
