@@ -52,6 +52,10 @@ class Sampler(ABC):
     #: runs its map steps on an execution backend (:mod:`algorithms.backends`); the others
     #: compute in-process and refuse one
     supports_backend: ClassVar[bool] = False
+    #: its in-process steps share the per-point work among numba's threads: kernels compiled
+    #: in a serial and a parallel variant, the parallel one taken from about
+    #: ``_numerics.PARALLEL_MIN_WORK`` rows (:func:`~.runner.warm_up` compiles both)
+    threaded: ClassVar[bool] = False
     #: a peer: another library's method behind this contract (:mod:`algorithms.peers`),
     #: scored by the suite but not part of its own samplers
     external: ClassVar[bool] = False

@@ -34,6 +34,7 @@ class FiniteSymmetricDirichlet(Sampler):
 
     name = "fsd"
     exact = False
+    threaded = True
     options = {"truncation": Option(100, Interval(int, 1), "number of components L")}
 
     def _init(self, X, labels, rng):

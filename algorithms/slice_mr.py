@@ -218,6 +218,7 @@ class SliceMapReduce(Sampler):
     name = "slice-mr"
     exact = True
     supports_backend = True
+    threaded = True
     info_columns = {
         **SHARD_INFO_COLUMNS,
         "n_components": "components instantiated in this iteration (occupied and new)",

@@ -171,6 +171,7 @@ class SubClusters(Sampler):
 
     name = "subc"
     exact = False
+    threaded = True
     supercluster = False
     #: the label step never empties a cluster (the restricted conditional, §5.1); ``False``:
     #: an emptied cluster is deleted, as in Chang's released code (approximate)

@@ -231,3 +231,25 @@ def test_a_bad_run_spec_names_the_parameter(kwargs, error, message):
 def test_run_takes_a_run_spec():
     with pytest.raises(TypeError, match="run takes a RunSpec, got str"):
         driver.run("gibbs")
+
+
+def test_warm_up_compiles_what_a_threaded_samplers_timed_steps_take(monkeypatch):
+    """A threaded sampler's warm-up runs on a second head of ``THREADED_WARMUP_POINTS`` rows (its
+    kernels' parallel variants start at ``PARALLEL_MIN_WORK`` rows x components, which the
+    200-point head never reaches), or on all the rows where there are fewer; a serial sampler's
+    only on the 200. After it, the parallel fused pass of ``subc`` is compiled in this process."""
+    from dpmmbench.algorithms import runner
+    from dpmmbench.algorithms._numerics import PARALLEL_MIN_WORK
+    from dpmmbench.algorithms.families import niw
+    from dpmmbench.datasets import load
+
+    assert runner.THREADED_WARMUP_POINTS >= PARALLEL_MIN_WORK
+    heads, real = [], runner.run_sampler
+    monkeypatch.setattr(runner, "run_sampler", lambda s, X, **kw: heads.append((s.name, len(X))) or real(s, X, **kw))
+    big, small = load("synth-chang2013?n=50000"), load("synth-chang2013?n=1000")
+    for name, data, expected in (("subc", big, [200, runner.THREADED_WARMUP_POINTS]), ("fsd", small, [200, 1000]),
+                                 ("gibbs", big, [200])):
+        heads.clear()
+        assert warm_up(algorithms.make(name, family=data.family, seed=0), data.X) is not None
+        assert heads == [(name, n) for n in expected]
+    assert niw._NATURAL_SUBCLUSTER_DRAW[1].signatures  # the parallel variant, loaded or compiled
