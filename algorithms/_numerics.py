@@ -197,6 +197,15 @@ NEGLIGIBLE_LOG_RATIO = 60.0
 
 
 @kernel(inline="always")
+def right_side(d, u):
+    """A sub-label drawn with the uniform ``u`` from ``d``, the log odds of the left sub-component
+    against the right: 1 (right) with probability ``1 / (1 + e^d)``, taken as 0 past ``d = 700``
+    (where ``e^d`` overflows)."""
+    p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
+    return 1 if u < p_right else 0
+
+
+@kernel(inline="always")
 def sample_log_weights(logw, n, u):
     """Index drawn from the first ``n`` entries of ``logw`` (log weights), using the
     uniform ``u``; ``logw`` serves as scratch (it may be left holding unnormalised weights)."""

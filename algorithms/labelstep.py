@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import math
-
 from numba import prange
 
 from .numba_cache import kernel
-from ._numerics import PARALLEL_MIN_WORK, parallel_variants, sample_rows, take_rows
+from ._numerics import PARALLEL_MIN_WORK, parallel_variants, right_side, sample_rows, take_rows
 
 
 def take_params(params, idx):
@@ -101,8 +99,7 @@ def _sample_sub_rows(sub_loglik, sub_log_weights, labels, uniforms, out):
         left = sub_loglik[r, 2 * k] + sub_log_weights[2 * k]
         right = sub_loglik[r, 2 * k + 1] + sub_log_weights[2 * k + 1]
         d = left - right
-        p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
-        out[r] = 1 if uniforms[r] < p_right else 0
+        out[r] = right_side(d, uniforms[r])
 
 
 _SAMPLE_SUB_ROWS = parallel_variants(_sample_sub_rows)

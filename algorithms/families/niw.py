@@ -20,7 +20,7 @@ from scipy.special import gammaln
 
 from ..numba_cache import kernel
 from .._numerics import (FUSED_CHUNK, LOG_2PI, LOG_PI, NEGLIGIBLE_LOG_RATIO, PARALLEL_MIN_WORK, chunk_seeds,
-                         one_blas_thread, parallel_variants, sample_log_weights)
+                         one_blas_thread, parallel_variants, right_side, sample_log_weights)
 from ..constraints import Interval
 from ._empirical import MAX_POINTS, kmeans_partition
 from ._base import CollapsedKernels, Family, check_finite_matrix, check_prior_mean
@@ -687,8 +687,7 @@ def _fused_subcluster_draw(X, shift, Ut, Ucat, C, c, A, g, h0, smu0, old, groups
                 d = h0[k]
                 for b in range(D):
                     d += w[b] * v[b]
-                p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
-                h = 1 if np.random.random() < p_right else 0
+                h = right_side(d, np.random.random())
                 z[r], zs[r] = k, h
                 if stats:
                     _add_centred(xb[i], ch, 2 * k + h, n, s1, s2)
@@ -764,8 +763,7 @@ def _natural_subcluster_draw(X, shift, theta, c, S, s0, old, groups, seeds, bloc
                     logw[k] = logw[k] + c[k] if groups[k] == g_r else -np.inf
                 k = sample_log_weights(logw, K, np.random.random())
                 d = s0[k] + _dot4(S[k], phi)
-                p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
-                h = 1 if np.random.random() < p_right else 0
+                h = right_side(d, np.random.random())
                 z[r], zs[r] = k, h
                 if stats:
                     n[ch, 2 * k + h] += 1.0
@@ -808,8 +806,7 @@ def _natural_sublabel_draw(X, shift, S, s0, labels, uniforms, zs):
                 x[a] = X[r, a] - shift[a]
             _gaussian_features(x, phi)
             d = s0[labels[r]] + _dot4(S[labels[r]], phi)
-            p_right = 1.0 / (1.0 + math.exp(d)) if d < 700.0 else 0.0
-            zs[r] = 1 if uniforms[r] < p_right else 0
+            zs[r] = right_side(d, uniforms[r])
 
 
 def _fused_slice_draw(X, shift, Ut, C, c, log_w, labels, star, log_u_star, seeds, out, n, s1, s2):
