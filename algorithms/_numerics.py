@@ -71,20 +71,38 @@ def put_at(out: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
 
 
 @functools.cache
-def _blas_pools():
-    """The process's BLAS thread pools (threadpoolctl), found once: limiting them costs
-    microseconds this way, a millisecond with a fresh search."""
+def _blas_libraries():
+    """The process's BLAS libraries (threadpoolctl's controllers), found once: the search
+    takes a millisecond."""
     from threadpoolctl import ThreadpoolController
 
-    return ThreadpoolController()
+    return tuple(c for c in ThreadpoolController().lib_controllers if c.user_api == "blas")
 
 
-def one_blas_thread():
+class one_blas_thread:  # noqa: N801 (used as a function: ``with one_blas_thread():``)
     """A context in which BLAS runs on the calling thread only. Around products that a numba
     parallel region follows (or holds): BLAS's own threads, still spinning after a product,
     stall that region's threads (a fused pass 20x slower; a subc isolate at a million 10-D
-    points about twice as slow, the step after it too)."""
-    return _blas_pools().limit(limits=1, user_api="blas")
+    points about twice as slow, the step after it too).
+
+    Each library's count is read and set directly (~5 us with two libraries; threadpoolctl's
+    ``limit`` builds every library's description each time, ~20 us, several times a step)."""
+
+    __slots__ = ("_restore",)
+
+    def __enter__(self):
+        self._restore = []
+        for lib in _blas_libraries():
+            n = lib.get_num_threads()
+            if n is not None and n != 1:
+                lib.set_num_threads(1)
+                self._restore.append((lib, n))
+        return self
+
+    def __exit__(self, *exc):
+        for lib, n in self._restore:
+            lib.set_num_threads(n)
+        return False
 
 
 def column_mean(X: np.ndarray) -> np.ndarray:
@@ -117,7 +135,7 @@ def _is_row(z, zs, r, k, h):
     return 1 if z[r] == k and (h < 0 or zs[r] == h) else 0
 
 
-def _rows_where(z, k, zs, h):
+def _rows_where(z, k, zs, h, table):
     N = z.shape[0]
     C = (N + _WHERE_CHUNK - 1) // _WHERE_CHUNK
     found = np.empty(N, dtype=np.int64)
@@ -125,11 +143,17 @@ def _rows_where(z, k, zs, h):
     for c in prange(C):
         # every row written to the chunk's next free slot and kept only if it matches: one
         # pass, no branch on the test (taken at random, as labels come)
-        j = c * _WHERE_CHUNK
-        for r in range(c * _WHERE_CHUNK, min(N, (c + 1) * _WHERE_CHUNK)):
-            found[j] = r
-            j += _is_row(z, zs, r, k, h)
-        ends[c + 1] = j - c * _WHERE_CHUNK
+        start, stop = c * _WHERE_CHUNK, min(N, (c + 1) * _WHERE_CHUNK)
+        j = start
+        if table.shape[0] == 0:
+            for r in range(start, stop):
+                found[j] = r
+                j += _is_row(z, zs, r, k, h)
+        else:
+            for r in range(start, stop):
+                found[j] = r
+                j += table[z[r]] | table[zs[r]]
+        ends[c + 1] = j - start
     for c in range(C):
         ends[c + 1] += ends[c]
     out = np.empty(ends[C], dtype=np.int64)
@@ -137,6 +161,9 @@ def _rows_where(z, k, zs, h):
         for i in range(ends[c + 1] - ends[c]):
             out[ends[c] + i] = found[c * _WHERE_CHUNK + i]
     return out
+
+
+_NO_TABLE = np.zeros(0, dtype=np.int64)
 
 
 def rows_where(z: np.ndarray, k: int, zs: np.ndarray | None = None, h: int = -1) -> np.ndarray:
@@ -149,7 +176,16 @@ def rows_where(z: np.ndarray, k: int, zs: np.ndarray | None = None, h: int = -1)
         if zs is not None and h >= 0:
             hit &= zs == h
         return np.flatnonzero(hit)
-    return _ROWS_WHERE(z, int(k), z if zs is None else zs, int(h))
+    return _ROWS_WHERE(z, int(k), z if zs is None else zs, int(h), _NO_TABLE)
+
+
+def rows_touching(a: np.ndarray, b: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(wanted[a] | wanted[b])`` for int64 labels ``a``, ``b`` and a 0/1 int64
+    table ``wanted`` longer than every label, in one pass on every thread (numpy's below
+    :data:`PARALLEL_MIN_WORK` rows)."""
+    if len(a) < PARALLEL_MIN_WORK:
+        return np.flatnonzero(wanted[a] | wanted[b])
+    return _ROWS_WHERE(a, -1, b, -1, wanted)
 
 
 def log_multigamma(a, dim: int):

@@ -7,7 +7,7 @@ import numpy as np
 from numba import prange
 
 from .numba_cache import kernel
-from ._numerics import PARALLEL_MIN_WORK, parallel_variants, right_side, sample_rows, take_rows
+from ._numerics import PARALLEL_MIN_WORK, parallel_variants, right_side, rows_touching, sample_rows, take_rows
 
 
 def take_params(params, idx):
@@ -53,29 +53,75 @@ def _keep_last_members(drawn, labels, counts):
         labels[r] = new
 
 
+#: rows per chunk of :func:`_cluster_stays`' partial counts
+_STAYS_CHUNK = 1 << 14
+
+
+def _cluster_stays(old, new, n_clusters):
+    N = old.shape[0]
+    C = max(1, (N + _STAYS_CHUNK - 1) // _STAYS_CHUNK)
+    sizes = np.zeros((C, n_clusters), dtype=np.int64)
+    stays = np.zeros((C, n_clusters), dtype=np.int64)
+    for c in prange(C):
+        for r in range(c * _STAYS_CHUNK, min(N, (c + 1) * _STAYS_CHUNK)):
+            o = old[r]
+            sizes[c, o] += 1
+            stays[c, o] += 1 if new[r] == o else 0
+    return sizes.sum(axis=0), stays.sum(axis=0)
+
+
+_CLUSTER_STAYS = parallel_variants(_cluster_stays)
+
+
+def restricted_keeps(old, new, n_clusters) -> np.ndarray:
+    """The rows that restricted Gibbs keeps in their cluster although their draw ``new`` left it.
+
+    The sweep over the rows in order (:func:`sweep_keeping_clusters`, each row's draw made
+    beforehand) keeps a point that is the last member of its cluster and gives every other
+    point its draw. A cluster with at least two points whose draw stays in it never gets down
+    to one point: only the clusters with fewer ("at risk": one-point clusters, or one that the
+    draw would empty) and the rows leaving or entering them are swept, in order, and the rows
+    kept returned (usually none).
+
+    Parameters
+    ----------
+    old, new : ndarray of int64
+        Every point's cluster before the step (none empty) and its draw, both below ``n_clusters``.
+    n_clusters : int
+
+    Returns
+    -------
+    ndarray of int64
+        The rows whose label stays ``old`` where ``new`` differs, increasing.
+    """
+    sizes, stays = _CLUSTER_STAYS[len(old) >= PARALLEL_MIN_WORK](old, new, n_clusters)
+    at_risk = (stays <= 1).astype(np.int64)
+    if not at_risk.any():
+        return np.zeros(0, dtype=np.int64)
+    rows = rows_touching(old, new, at_risk)
+    swept, drawn = old[rows], new[rows]
+    # on these rows alone the sweep's counts are right where it reads them: a cluster not at
+    # risk keeps at least its two staying points whatever these rows do
+    _keep_last_members(drawn, swept, sizes)
+    return rows[swept != drawn]
+
+
 def sample_labels_keeping_clusters(family, X, params, log_weights, labels, rng) -> tuple[np.ndarray, bool]:
     """Restricted Gibbs for the labels given instantiated weights and parameters, never
     emptying a cluster.
 
     An emptied cluster could never come back through this step, so allowing it biases the
-    chain towards fewer clusters (measured: TV 0.39 at N = 6). The exact kernel used here:
-    draw every label in parallel from ``Cat(w_k F(x_i | theta_k))``; if every cluster keeps a
-    point, that draw is an exact sample of the labels restricted to "no cluster empty";
-    otherwise (a fixed-probability event given the parameters) fall back to a sequential
-    sweep over the old labels that keeps the last point of each cluster in place. Both
-    branches leave the restricted conditional invariant, so their mixture does too.
+    chain towards fewer clusters (measured: TV 0.39 at N = 6). The kernel used here is the
+    sequential sweep over the old labels that keeps the last point of each cluster in place
+    (:func:`sweep_keeping_clusters`), its draws made in one parallel pass and the few points
+    it keeps found by :func:`restricted_keeps`.
 
-    Returns (labels, fell_back).
+    Returns (labels, whether a point was kept).
     """
-    K = len(log_weights)
-    N = family.n_points(X)
-    new = sample_labels(family, X, params, log_weights, rng.random(N))
-    if np.bincount(new, minlength=K).min() > 0:
-        return new, False
-    out = np.array(labels, dtype=np.int64, copy=True)
-    counts = np.bincount(out, minlength=K).astype(np.int64)
-    sweep_keeping_clusters(family, X, params, log_weights, out, counts, rng.random(N))
-    return out, True
+    new = sample_labels(family, X, params, log_weights, rng.random(family.n_points(X)))
+    kept = restricted_keeps(np.asarray(labels, dtype=np.int64), new, len(log_weights))
+    new[kept] = np.asarray(labels)[kept]
+    return new, bool(kept.size)
 
 
 def sweep_keeping_clusters(family, X, params, log_weights, labels, counts, uniforms):
@@ -183,40 +229,27 @@ def _sample_labels_within_groups(family, X, params, log_weights, labels, groups,
 def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, labels, rng,
                                          groups=None):
     """:func:`draw_with_sublabels` restricted to labellings that leave no component empty,
-    as :func:`sample_labels_keeping_clusters` (the parallel draw, or where it emptied a
-    component the sequential sweep from ``labels``, then fresh sub-labels).
+    as :func:`sample_labels_keeping_clusters`: the sweep that keeps the last point of each
+    component, its draws those of the one parallel pass; the few points it keeps (if any) get
+    a sub-label of their own component, and the statistics follow them.
 
     With super-clusters (``groups``, the group of each component) a point moves only within
-    its group. Given the parameters the groups' labels are independent, so the draw of every
-    group at once followed, for each group where it emptied a component, by that group's
-    sequential sweep is the kernel of the draw without groups, group by group.
+    its group: the draw is made within groups and the sweep is the same.
 
     Returns
     -------
-    (labels, sublabels, sub-component statistics, fell_back)
+    (labels, sublabels, sub-component statistics, whether a point was kept)
     """
     K = len(log_weights)
     labels = np.asarray(labels, dtype=np.int64)
     within = None if groups is None else (labels, groups)
     z, zs, sub = draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng, within)
-    emptied = family.sum_pairs(sub).n == 0
-    if not emptied.any():
+    kept = restricted_keeps(labels, z, K)
+    if not kept.size:
         return z, zs, sub, False
-    if groups is None:
-        N = len(labels)
-        z = labels.copy()
-        sweep_keeping_clusters(family, X, params, log_weights, z, np.bincount(z, minlength=K).astype(np.int64),
-                               rng.random(N))
-        zs = sample_sublabels(family, X, z, sub_params, sub_log_weights, rng.random(N))
-    else:
-        rows = np.flatnonzero(np.isin(groups[labels], np.unique(groups[emptied])))
-        counts = np.bincount(labels, minlength=K).astype(np.int64)
-        for g in np.unique(groups[emptied]):
-            comps = np.flatnonzero(groups == g)
-            idx = rows[groups[labels[rows]] == g]
-            local = np.searchsorted(comps, labels[idx])
-            sweep_keeping_clusters(family, take_rows(X, idx), take_params(params, comps), log_weights[comps], local,
-                                   counts[comps], rng.random(idx.size))
-            z[idx] = comps[local]
-        zs[rows] = sample_sublabels(family, take_rows(X, rows), z[rows], sub_params, sub_log_weights, rng.random(rows.size))
-    return z, zs, family.stats(X, 2 * z + zs, 2 * K), True
+    Xk = take_rows(X, kept)
+    drawn = family.stats(Xk, 2 * z[kept] + zs[kept], 2 * K)
+    z[kept] = labels[kept]
+    zs[kept] = sample_sublabels(family, Xk, z[kept], sub_params, sub_log_weights, rng.random(kept.size))
+    sub = family.subtract_stats(family.sum_stats([sub, family.stats(Xk, 2 * z[kept] + zs[kept], 2 * K)]), drawn)
+    return z, zs, sub, True

@@ -182,8 +182,9 @@ class SubClusters(Sampler):
         "accepted_splits": "split proposals accepted by the Metropolis-Hastings test this step",
         "proposed_merges": "merge proposals this step (random or pairwise)",
         "accepted_merges": "merge proposals accepted this step",
-        "sequential_label_sweep": "1 when the parallel label draw emptied a cluster and the labels were swept "
-                                  "sequentially instead",
+        "sequential_label_sweep": "1 when the restricted label sweep kept a cluster's last point that the "
+                                  "parallel draw took elsewhere (in process: that point alone; on shards: "
+                                  "every label swept again, shard after shard)",
         "n_splittable": "clusters whose sub-clusters have burnt in (eligible for a sub-cluster split)",
         **SHARD_INFO_COLUMNS,
     }
@@ -307,9 +308,11 @@ class SubClusters(Sampler):
         sub = fam.sum_stats([p.stats for p in parts])
         fell_back = bool((fam.sum_pairs(sub).n == 0).any())
         if fell_back:
-            # the parallel draw emptied a cluster: as in-process, it is discarded and the
-            # labels are swept sequentially from the previous ones, shard after shard (the
-            # order of the points), each passing the cluster sizes on
+            # the parallel draw emptied a cluster: it is discarded and the labels are swept
+            # sequentially from the previous ones, shard after shard (the order of the
+            # points), each passing the cluster sizes on (in process the sweep takes the
+            # draw itself, docs/algorithms.md §5.1; here that would cost a second round
+            # trip in every step with a one-point cluster)
             counts, parts = st.n.astype(np.int64), []
             for j in range(shards.n_shards):
                 [(stats, counts)] = shards.results([shards.submit(j, resweep_labels, Resweep(draw, counts))])

@@ -21,7 +21,8 @@ from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.exact import exact_posterior
 from dpmmbench.algorithms.families import NormalInverseWishart
 from dpmmbench.algorithms._numerics import centred_rows, put_at, rows_where, sample_log_weights, take_rows
-from dpmmbench.algorithms.labelstep import sample_labels_keeping_clusters, sweep_keeping_clusters, take_params
+from dpmmbench.algorithms.labelstep import (_keep_last_members, restricted_keeps, sample_labels_keeping_clusters,
+                                            sweep_keeping_clusters, take_params)
 from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
 from dpmmbench.algorithms.joint import log_joint
 from dpmmbench.algorithms.subcluster import (_log_q_dircat, _split_log_ratio, random_split_log_ratio,
@@ -158,6 +159,74 @@ def test_restricted_sweep_is_the_row_by_row_sweep():
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(counts, sizes)
     assert counts[10] == counts[11] == 1 and got[7] == 10 and got[0] != 10
+
+
+def _whole_sweep_keeps(old, new, K):
+    labels, counts = old.copy(), np.bincount(old, minlength=K).astype(np.int64)
+    _keep_last_members(new, labels, counts)
+    return np.flatnonzero(labels != new), labels
+
+
+@pytest.mark.parametrize("N, K", [(5, 3), (6, 2), (5, 4)])
+def test_restricted_keeps_are_the_whole_sweeps(N, K):
+    """For every old labelling with no cluster empty and every draw, the rows found among those
+    of the at-risk clusters are the rows the sweep over all points keeps, and the step leaves
+    the restricted conditional ``prod_r p_r(z_r)`` (no cluster empty) invariant, exactly."""
+    rng = np.random.default_rng(N * K)
+    p = rng.dirichlet(np.ones(K), size=N)
+    states = [np.array(x) for x in itertools.product(range(K), repeat=N) if len(set(x)) == K]
+    index = {tuple(x): j for j, x in enumerate(states)}
+    draws = [np.array(d) for d in itertools.product(range(K), repeat=N)]
+    p_draw = np.array([p[np.arange(N), d].prod() for d in draws])
+    T = np.zeros((len(states), len(states)))
+    for i, old in enumerate(states):
+        for d, pd in zip(draws, p_draw):
+            expected, swept = _whole_sweep_keeps(old, d, K)
+            kept = restricted_keeps(old, d, K)
+            np.testing.assert_array_equal(kept, expected)
+            T[i, index[tuple(swept)]] += pd
+    pi = np.array([p[np.arange(N), x].prod() for x in states])
+    pi /= pi.sum()
+    assert np.abs(pi @ T - pi).max() < 1e-12
+
+
+@pytest.mark.parametrize("n", [2_000, 50_000])
+def test_restricted_keeps_on_many_points(n):
+    """Serial and parallel counts alike: one-point clusters, a pair, a cluster the draw empties
+    and large ones, against the whole sweep."""
+    rng = np.random.default_rng(n)
+    K = 9
+    old = rng.integers(0, 5, n)
+    old[[3, n // 2]] = 5  # a pair
+    old[n - 2], old[7], old[n // 3] = 6, 7, 8  # one-point clusters
+    new = rng.integers(0, 4, n)  # the draw empties clusters 4-8 ...
+    new[rng.random(n) < 0.5] = 4  # ... and refills cluster 4 from the others
+    for new_side in (new, np.where(old == 7, 7, new)):
+        expected, _ = _whole_sweep_keeps(old, new_side, K)
+        np.testing.assert_array_equal(restricted_keeps(old, new_side, K), expected)
+        assert {n // 2, n - 2, n // 3} <= set(expected.tolist())  # the pair's second point, two singletons
+
+
+def test_keeping_a_point_keeps_the_statistics():
+    """A subc step whose draw takes a one-point cluster's point away keeps it there, gives it
+    a sub-label of its own cluster and moves its statistics with it: every step's sub-cluster
+    statistics are those of its labels and sub-labels."""
+    ds = datasets.load("synth-chang2013?n=3000")
+    fam = ds.family
+    labels = ds.labels.copy()
+    labels[np.argmax(ds.X[:, 0])] = labels.max() + 1  # an outlier's own cluster
+    sampler = algorithms.make("subc", family=fam, alpha=1.0, seed=4)
+    state = sampler.init(ds.X, labels=labels)
+    kept = 0
+    for _ in range(60):
+        state = sampler.step(state)
+        kept += state.info["sequential_label_sweep"]
+        K = len(state.splittable)
+        assert np.bincount(state.labels, minlength=K).min() > 0
+        want = fam.stats(ds.X, 2 * state.labels + state.sublabels, 2 * K)
+        for got, exp in zip(state.sub_stats, want):
+            np.testing.assert_allclose(got, exp, rtol=1e-9, atol=1e-6)
+    assert kept > 0
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 16384, 16385, 50_000])

@@ -78,6 +78,10 @@ class Family(ABC):
         first = parts[0]
         return type(first)(*(np.sum([np.asarray(p[j]) for p in parts], axis=0) for j in range(len(first))))
 
+    def subtract_stats(self, stats, part):
+        """``stats`` less ``part`` (statistics of the same clusters; points leaving them)."""
+        return type(stats)(*(np.asarray(a) - np.asarray(b) for a, b in zip(stats, part)))
+
     def sum_pairs(self, stats):
         """Statistics of the unions of rows ``2k`` and ``2k + 1`` (a cluster from its two
         sub-clusters)."""
