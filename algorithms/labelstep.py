@@ -60,14 +60,14 @@ _STAYS_CHUNK = 1 << 14
 def _cluster_stays(old, new, n_clusters):
     N = old.shape[0]
     C = max(1, (N + _STAYS_CHUNK - 1) // _STAYS_CHUNK)
-    sizes = np.zeros((C, n_clusters), dtype=np.int64)
     stays = np.zeros((C, n_clusters), dtype=np.int64)
     for c in prange(C):
+        local = np.zeros(n_clusters, dtype=np.int64)
         for r in range(c * _STAYS_CHUNK, min(N, (c + 1) * _STAYS_CHUNK)):
-            o = old[r]
-            sizes[c, o] += 1
-            stays[c, o] += 1 if new[r] == o else 0
-    return sizes.sum(axis=0), stays.sum(axis=0)
+            if new[r] == old[r]:
+                local[old[r]] += 1
+        stays[c] = local
+    return stays.sum(axis=0)
 
 
 _CLUSTER_STAYS = parallel_variants(_cluster_stays)
@@ -94,14 +94,16 @@ def restricted_keeps(old, new, n_clusters) -> np.ndarray:
     ndarray of int64
         The rows whose label stays ``old`` where ``new`` differs, increasing.
     """
-    sizes, stays = _CLUSTER_STAYS[len(old) >= PARALLEL_MIN_WORK](old, new, n_clusters)
+    stays = _CLUSTER_STAYS[len(old) >= PARALLEL_MIN_WORK](old, new, n_clusters)
     at_risk = (stays <= 1).astype(np.int64)
     if not at_risk.any():
         return np.zeros(0, dtype=np.int64)
     rows = rows_touching(old, new, at_risk)
     swept, drawn = old[rows], new[rows]
-    # on these rows alone the sweep's counts are right where it reads them: a cluster not at
-    # risk keeps at least its two staying points whatever these rows do
+    # these rows hold every point of the clusters at risk, so their sizes; a cluster not at
+    # risk keeps at least its two staying points whatever these rows do (a size it never
+    # reaches stands for it)
+    sizes = np.where(at_risk == 1, np.bincount(swept, minlength=n_clusters), len(old) + 1)
     _keep_last_members(drawn, swept, sizes)
     return rows[swept != drawn]
 
