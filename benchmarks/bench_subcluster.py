@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpmmbench import datasets
+from dpmmbench.algorithms._numerics import log_dirichlet
 from dpmmbench.algorithms._subcluster_clusters import Clusters
+from dpmmbench.algorithms.labelstep import draw_keeping_clusters_with_sublabels
 
 from . import common
 
@@ -77,3 +80,32 @@ class SubclusterMoves:
 
     def time_isolate(self, problem):
         self.clusters.isolate(0)
+
+
+class SubclusterLabelStep:
+    """``subc``'s restricted label step (labels, sub-labels and statistics, no cluster emptied)
+    on Chang & Fisher's 100k set at its true partition, plus an outlier's one-point cluster whose
+    point the parallel draw takes elsewhere: the step then keeps it there (before 2026-11-28 such
+    a draw was discarded and every label drawn again, one iteration in three of ``subc`` on this
+    set)."""
+
+    params = (["synth-chang2013"],)
+    param_names = ["problem"]
+    tiny_params = [("synth-chang2013?n=300",)]
+    timeout = 300
+
+    def setup(self, problem):
+        ds = datasets.load(problem)
+        fam, X = ds.family, ds.X
+        labels = ds.labels.copy()
+        labels[np.argmax(((X - X.mean(axis=0)) ** 2).sum(axis=1))] = labels.max() + 1
+        K = int(labels.max()) + 1
+        rng = np.random.default_rng(0)
+        sub = fam.stats(X, 2 * labels + rng.integers(0, 2, len(labels)), 2 * K)
+        st = fam.sum_pairs(sub)
+        self.args = (fam, X, fam.sample_params(st, rng), log_dirichlet(rng, st.n), fam.sample_params(sub, rng),
+                     log_dirichlet(rng, sub.n.reshape(K, 2) + 0.5).ravel(), labels)
+        self.rng = rng
+
+    def time_label_step(self, problem):
+        draw_keeping_clusters_with_sublabels(*self.args, self.rng)
