@@ -121,8 +121,8 @@ class Restructured(NamedTuple):
 
 def draw_labels(shard, draw: LabelDraw) -> Drawn:
     """The label step on one shard: every label among the existing clusters, in parallel,
-    then every sub-label (as in-process, :func:`draw_keeping_clusters_with_sublabels` without
-    its check, which needs every shard's counts). Returns the shard's sub-cluster statistics,
+    then every sub-label (:func:`draw_with_sublabels`; whether the draw emptied a cluster needs
+    every shard's counts, so the master decides on the sweep). Returns the shard's sub-cluster statistics,
     and the moments and worst-explained points asked for (so that the restarts the master
     decides from them need no map of their own)."""
     family, X = shard.static["family"], shard.X
