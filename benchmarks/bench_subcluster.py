@@ -92,7 +92,6 @@ class SubclusterLabelStep:
     params = (["synth-chang2013"],)
     param_names = ["problem"]
     tiny_params = [("synth-chang2013?n=300",)]
-    timeout = 300
 
     def setup(self, problem):
         ds = datasets.load(problem)
