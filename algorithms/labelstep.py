@@ -72,8 +72,36 @@ def _cluster_stays(old, new, n_clusters):
 
 _CLUSTER_STAYS = parallel_variants(_cluster_stays)
 
+#: rows :func:`_first_stays` reads before the count falls back to a whole parallel pass
+_STAYS_PREFIX = 1 << 16
 
-def restricted_keeps(old, new, n_clusters) -> np.ndarray:
+
+@kernel
+def _first_stays(old, new, sizes, limit):
+    """Per cluster, up to two of the points (from the first row on) whose draw is their own
+    cluster, read until every cluster of at least two points (``sizes``) has two or ``limit``
+    rows were read. Returns the counts (capped at 2) and whether they are final: every cluster
+    counted that can still reach two has, or every row was read."""
+    K = sizes.shape[0]
+    found = np.zeros(K, dtype=np.int64)
+    remaining = 0
+    for k in range(K):
+        remaining += 1 if sizes[k] >= 2 else 0
+    if remaining == 0:
+        return found, True
+    N = old.shape[0]
+    for r in range(min(limit, N)):
+        o = old[r]
+        if new[r] == o and found[o] < 2:
+            found[o] += 1
+            if found[o] == 2 and sizes[o] >= 2:
+                remaining -= 1
+                if remaining == 0:
+                    return found, True
+    return found, limit >= N
+
+
+def restricted_keeps(old, new, n_clusters, sizes=None) -> np.ndarray:
     """The rows that restricted Gibbs keeps in their cluster although their draw ``new`` left it.
 
     The sweep over the rows in order (:func:`sweep_keeping_clusters`, each row's draw made
@@ -88,13 +116,21 @@ def restricted_keeps(old, new, n_clusters) -> np.ndarray:
     old, new : ndarray of int64
         Every point's cluster before the step (none empty) and its draw, both below ``n_clusters``.
     n_clusters : int
+    sizes : ndarray, optional
+        The clusters' sizes in ``old``, if known: then the points that stay are looked for from
+        the first row only until every cluster of two or more points has two (usually within a
+        few rows; one pass over every row otherwise). Wrong sizes cost time, never the answer.
 
     Returns
     -------
     ndarray of int64
         The rows whose label stays ``old`` where ``new`` differs, increasing.
     """
-    stays = _CLUSTER_STAYS[len(old) >= PARALLEL_MIN_WORK](old, new, n_clusters)
+    final = False
+    if sizes is not None:
+        stays, final = _first_stays(old, new, np.asarray(sizes, dtype=np.int64), _STAYS_PREFIX)
+    if not final:
+        stays = _CLUSTER_STAYS[len(old) >= PARALLEL_MIN_WORK](old, new, n_clusters)
     at_risk = (stays <= 1).astype(np.int64)
     if not at_risk.any():
         return np.zeros(0, dtype=np.int64)
@@ -229,14 +265,15 @@ def _sample_labels_within_groups(family, X, params, log_weights, labels, groups,
 
 
 def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, labels, rng,
-                                         groups=None):
+                                         groups=None, sizes=None):
     """:func:`draw_with_sublabels` restricted to labellings that leave no component empty,
     as :func:`sample_labels_keeping_clusters`: the sweep that keeps the last point of each
     component, its draws those of the one parallel pass; the few points it keeps (if any) get
     a sub-label of their own component, and the statistics follow them.
 
     With super-clusters (``groups``, the group of each component) a point moves only within
-    its group: the draw is made within groups and the sweep is the same.
+    its group: the draw is made within groups and the sweep is the same. ``sizes``: the
+    components' sizes in ``labels``, if known (see :func:`restricted_keeps`).
 
     Returns
     -------
@@ -246,7 +283,7 @@ def draw_keeping_clusters_with_sublabels(family, X, params, log_weights, sub_par
     labels = np.asarray(labels, dtype=np.int64)
     within = None if groups is None else (labels, groups)
     z, zs, sub = draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weights, rng, within)
-    kept = restricted_keeps(labels, z, K)
+    kept = restricted_keeps(labels, z, K, sizes)
     if not kept.size:
         return z, zs, sub, False
     Xk = take_rows(X, kept)

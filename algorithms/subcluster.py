@@ -254,7 +254,7 @@ class SubClusters(Sampler):
         info = dict.fromkeys(("proposed_splits", "accepted_splits", "proposed_merges", "accepted_merges"), 0)
 
         # 1. weights and parameters given the labels
-        _, draw = self._draw_params(state.sub_stats, rng, state.alpha)
+        st, draw = self._draw_params(state.sub_stats, rng, state.alpha)
         log_pi, theta, log_spi, stheta = draw.log_pi, draw.theta, draw.log_spi, draw.stheta
 
         # 2-3. restricted Gibbs for the labels (no cluster emptied), then the sub-labels
@@ -264,7 +264,7 @@ class SubClusters(Sampler):
             info["n_superclusters"] = int(groups.max()) + 1
         if self.keeps_clusters:
             z, zs, sub, fell_back = draw_keeping_clusters_with_sublabels(fam, X, theta, log_pi, stheta, log_spi, z,
-                                                                         rng, groups)
+                                                                         rng, groups, st.n)
         else:
             within = None if groups is None else (z, groups)
             z, zs, sub = draw_with_sublabels(fam, X, theta, log_pi, stheta, log_spi, rng, within)

@@ -21,7 +21,7 @@ from dpmmbench.algorithms.backends import SerialBackend
 from dpmmbench.algorithms.exact import exact_posterior
 from dpmmbench.algorithms.families import NormalInverseWishart
 from dpmmbench.algorithms._numerics import centred_rows, put_at, rows_where, sample_log_weights, take_rows
-from dpmmbench.algorithms.labelstep import (_keep_last_members, restricted_keeps, sample_labels_keeping_clusters,
+from dpmmbench.algorithms.labelstep import (_first_stays, _keep_last_members, restricted_keeps, sample_labels_keeping_clusters,
                                             sweep_keeping_clusters, take_params)
 from dpmmbench.algorithms.partitions import enumerate_partitions, partition_key
 from dpmmbench.algorithms.joint import log_joint
@@ -180,20 +180,24 @@ def test_restricted_keeps_are_the_whole_sweeps(N, K):
     p_draw = np.array([p[np.arange(N), d].prod() for d in draws])
     T = np.zeros((len(states), len(states)))
     for i, old in enumerate(states):
+        sizes = np.bincount(old, minlength=K)
         for d, pd in zip(draws, p_draw):
             expected, swept = _whole_sweep_keeps(old, d, K)
-            kept = restricted_keeps(old, d, K)
-            np.testing.assert_array_equal(kept, expected)
+            # with the sizes (the points that stay looked for from the first row), with wrong
+            # ones (which may cost time, never the answer) and without
+            for given in (sizes, None, np.ones(K), sizes[::-1]):
+                np.testing.assert_array_equal(restricted_keeps(old, d, K, given), expected)
             T[i, index[tuple(swept)]] += pd
     pi = np.array([p[np.arange(N), x].prod() for x in states])
     pi /= pi.sum()
     assert np.abs(pi @ T - pi).max() < 1e-12
 
 
-@pytest.mark.parametrize("n", [2_000, 50_000])
+@pytest.mark.parametrize("n", [2_000, 50_000, 70_000])
 def test_restricted_keeps_on_many_points(n):
-    """Serial and parallel counts alike: one-point clusters, a pair, a cluster the draw empties
-    and large ones, against the whole sweep."""
+    """Serial and parallel counts alike (and the count from the first row on, which reads all of
+    2,000 or 50,000 rows here but hands 70,000 to the parallel count): one-point clusters, a
+    pair, a cluster the draw empties and large ones, against the whole sweep."""
     rng = np.random.default_rng(n)
     K = 9
     old = rng.integers(0, 5, n)
@@ -203,8 +207,25 @@ def test_restricted_keeps_on_many_points(n):
     new[rng.random(n) < 0.5] = 4  # ... and refills cluster 4 from the others
     for new_side in (new, np.where(old == 7, 7, new)):
         expected, _ = _whole_sweep_keeps(old, new_side, K)
-        np.testing.assert_array_equal(restricted_keeps(old, new_side, K), expected)
+        for sizes in (None, np.bincount(old, minlength=K)):
+            np.testing.assert_array_equal(restricted_keeps(old, new_side, K, sizes), expected)
         assert {n // 2, n - 2, n // 3} <= set(expected.tolist())  # the pair's second point, two singletons
+
+
+def test_the_points_that_stay_are_found_from_the_first_rows():
+    """With the sizes known, two points that stay in each cluster of two or more are usually
+    among the first rows (shuffled data): the count ends there. A pair that lost a point, or an
+    unknown size, needs every row."""
+    rng = np.random.default_rng(0)
+    old = rng.integers(0, 5, 100_000)
+    new = np.where(rng.random(old.size) < 0.1, rng.integers(0, 5, old.size), old)
+    found, final = _first_stays(old, new, np.bincount(old), 100)
+    assert final and (found == 2).all()
+    old[[10, 50_000]], new[[10, 50_000]] = 5, (5, 0)  # a pair, one of whose points leaves
+    found, final = _first_stays(old, new, np.bincount(old), 100)
+    assert not final
+    found, final = _first_stays(old, new, np.bincount(old), old.size)
+    assert final and found[5] == 1 and (found[:5] == 2).all()
 
 
 def test_keeping_a_point_keeps_the_statistics():
