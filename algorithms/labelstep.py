@@ -139,8 +139,8 @@ def restricted_keeps(old, new, n_clusters, sizes=None) -> np.ndarray:
     # these rows hold every point of the clusters at risk, so their sizes; a cluster not at
     # risk keeps at least its two staying points whatever these rows do (a size it never
     # reaches stands for it)
-    sizes = np.where(at_risk == 1, np.bincount(swept, minlength=n_clusters), len(old) + 1)
-    _keep_last_members(drawn, swept, sizes)
+    counts = np.where(at_risk == 1, np.bincount(swept, minlength=n_clusters), len(old) + 1)
+    _keep_last_members(drawn, swept, counts)
     return rows[swept != drawn]
 
 
@@ -163,8 +163,9 @@ def sample_labels_keeping_clusters(family, X, params, log_weights, labels, rng) 
 
 
 def sweep_keeping_clusters(family, X, params, log_weights, labels, counts, uniforms):
-    """The sequential branch of :func:`sample_labels_keeping_clusters`: restricted Gibbs over
-    the rows of ``X`` in order, a point that is the last member of its cluster staying put.
+    """Restricted Gibbs over the rows of ``X`` in order, a point that is the last member of its
+    cluster staying put, from fresh draws (the sharded step's sweep after a draw that emptied a
+    cluster; in process :func:`restricted_keeps` finds what it keeps from the draw itself).
 
     ``labels`` (int64, contiguous) and ``counts`` (int64 sizes of every cluster, over all
     points, not only these rows) are updated in place, so the rows of a large set can be
@@ -235,7 +236,7 @@ def draw_with_sublabels(family, X, params, log_weights, sub_params, sub_log_weig
     One compiled pass where the family has one (:meth:`Family.fused_subcluster_draw`: one
     stream of uniforms per chunk of rows, so any number of threads gives the same draw);
     otherwise the likelihood, sampling and statistics one after the other. Labels may leave
-    a component empty (the caller checks, see :func:`sample_labels_keeping_clusters`).
+    a component empty (see :func:`draw_keeping_clusters_with_sublabels`).
 
     Returns
     -------

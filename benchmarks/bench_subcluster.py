@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpmmbench import datasets
-from dpmmbench.algorithms._numerics import log_dirichlet
+from dpmmbench import algorithms, datasets
 from dpmmbench.algorithms._subcluster_clusters import Clusters
 from dpmmbench.algorithms.labelstep import draw_keeping_clusters_with_sublabels
 
@@ -99,12 +98,11 @@ class SubclusterLabelStep:
         labels = ds.labels.copy()
         labels[np.argmax(((X - X.mean(axis=0)) ** 2).sum(axis=1))] = labels.max() + 1
         K = int(labels.max()) + 1
-        rng = np.random.default_rng(0)
-        sub = fam.stats(X, 2 * labels + rng.integers(0, 2, len(labels)), 2 * K)
-        st = fam.sum_pairs(sub)
-        self.args = (fam, X, fam.sample_params(st, rng), log_dirichlet(rng, st.n), fam.sample_params(sub, rng),
-                     log_dirichlet(rng, sub.n.reshape(K, 2) + 0.5).ravel(), labels)
-        self.rng = rng
+        self.rng = np.random.default_rng(0)
+        sub = fam.stats(X, 2 * labels + self.rng.integers(0, 2, len(labels)), 2 * K)
+        st, draw = algorithms.make("subc", family=fam, alpha=1.0)._draw_params(sub, self.rng, 1.0)
+        self.args = (fam, X, draw.theta, draw.log_pi, draw.stheta, draw.log_spi, labels)
+        self.sizes = st.n  # given, as subc's step gives them
 
     def time_label_step(self, problem):
-        draw_keeping_clusters_with_sublabels(*self.args, self.rng)
+        draw_keeping_clusters_with_sublabels(*self.args, self.rng, sizes=self.sizes)
