@@ -3,12 +3,14 @@ from one cluster, on a Dask cluster of 1..W workers, written to ``docs/scaling/q
 
 Usage::
 
-    python -m benchmarks.quality [--workers 1,2] [--budget 60] [--only ALGORITHM ...]
+    python -m benchmarks.quality [--workers 1,2] [--budget 60] [--iterations I] [--only ALGORITHM ...]
                                  [--dataset NAME] [--out PATH] [--quick]
 
 Every sampler with a sharded path (``supports_backend``) starts where a user's run starts (one
 cluster) and runs ``--budget`` seconds of sampler time on an embedded Dask cluster of W
-single-threaded workers, one shard each, the same seed for every W. After each step, off the
+single-threaded workers, one shard each, the same seed for every W (``--iterations`` also caps
+the steps: a chain of so many steps is the same on a busy machine as on an idle one, where a
+budget in seconds is not; the quick check runs on it). After each step, off the
 clock, the labels are gathered and scored: the record keeps the trajectory ``[seconds, K, NMI]``
 (at most :data:`POINTS` of them, evenly thinned, the last always kept). What it answers: does a
 sampler reach the truth's number of clusters (within +-30 %) in its budget, and does it lose
@@ -19,7 +21,7 @@ had settled).
 The record::
 
     {"machine": {...}, "commit", "versions", "date", "dataset", "n_points", "truth_k", "budget_s",
-     "runs": [{"algorithm", "workers", "threads", "iterations", "seconds", "n_clusters", "nmi",
+     "iterations_cap" (null: none), "runs": [{"algorithm", "workers", "threads", "iterations", "seconds", "n_clusters", "nmi",
                "trajectory": [[seconds, K, NMI], ...]}]}
 
 A consolidation sampler's run also says how many components its workers created
@@ -45,8 +47,10 @@ DATASET = "synth-chang2013?n=1000000"
 BUDGET = 60.0
 #: trajectory points kept per run
 POINTS = 200
-#: the check run (tests, a first look)
-QUICK = {"dataset": "synth-chang2013?n=4000", "budget": 1.0}
+#: the check run (tests, a first look): a fixed number of steps, so that what it finds does not
+#: depend on the machine's load (the budget only bounds a run that compiles or stalls); subc
+#: reaches the ten clusters in about 40 steps from one cluster on either layout
+QUICK = {"dataset": "synth-chang2013?n=4000", "budget": 120.0, "iterations": 60}
 
 
 def sharded_samplers() -> list[str]:
@@ -64,8 +68,9 @@ def thin(points: list, keep: int = POINTS) -> list:
     return [points[round(i * step)] for i in range(keep)]
 
 
-def trajectory(algorithm: str, ds, budget: float, backend) -> dict:
-    """One run of ``algorithm`` from one cluster on ``backend`` for ``budget`` seconds."""
+def trajectory(algorithm: str, ds, budget: float, backend, iterations: int | None = None) -> dict:
+    """One run of ``algorithm`` from one cluster on ``backend`` for ``budget`` seconds (and at
+    most ``iterations`` steps)."""
     import numpy as np
 
     from dpmmbench import algorithms
@@ -87,7 +92,7 @@ def trajectory(algorithm: str, ds, budget: float, backend) -> dict:
             for key in counts:
                 counts[key] += int((state.info or {}).get(key) or 0)
 
-    chain = run_sampler(sampler, ds.X, time_budget=budget, callback=score)
+    chain = run_sampler(sampler, ds.X, iterations=iterations, time_budget=budget, callback=score)
     shards = getattr(chain.state, "shards", None)
     if shards is not None:
         shards.close()
@@ -97,7 +102,7 @@ def trajectory(algorithm: str, ds, budget: float, backend) -> dict:
 
 
 def run(out: Path, workers: list[int], algorithms_: list[str], dataset: str = DATASET, budget: float = BUDGET,
-        log=print) -> dict:
+        iterations: int | None = None, log=print) -> dict:
     """Every algorithm on ``dataset`` at every worker count; the record is rewritten (atomically)
     after each run, so a run cut short keeps what it had."""
     import numpy as np
@@ -116,12 +121,12 @@ def run(out: Path, workers: list[int], algorithms_: list[str], dataset: str = DA
                                                                                          else ""),
               "versions": env["versions"], "date": time.strftime("%Y-%m-%d %H:%M:%S"), "dataset": ds.name,
               "n_points": int(ds.X.shape[0]), "truth_k": int(np.unique(ds.labels).size), "budget_s": budget,
-              "runs": []}
+              "iterations_cap": iterations, "runs": []}
     for w in workers:
         with dask_client(workers=w, threads=1) as client:
             for a in algorithms_:
                 row = {"algorithm": a, "workers": w, "threads": 1,
-                       **trajectory(a, ds, budget, DaskBackend(client, n_workers=w))}
+                       **trajectory(a, ds, budget, DaskBackend(client, n_workers=w), iterations)}
                 record["runs"].append(row)
                 atomic_write(out, lambda f: f.write((json.dumps(record, indent=1) + "\n").encode()))
                 log(f"{a:12s} {w:2d} worker(s): {row['iterations']} iterations in {row['seconds']:.1f} s, "
@@ -133,10 +138,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,8,16 (default %(default)s)")
     parser.add_argument("--budget", type=float, help=f"seconds of sampler time per run (default {BUDGET:g})")
+    parser.add_argument("--iterations", type=int, help="at most this many steps per run (default: the budget "
+                                                            "alone; --quick: %d)" % QUICK["iterations"])
     parser.add_argument("--only", nargs="+", help="just these algorithms (default: every sharded sampler)")
     parser.add_argument("--dataset", help=f"registered data set with labels (default {DATASET})")
     parser.add_argument("--out", type=Path, help="the record (default docs/scaling/quality/<N>-core.json)")
-    parser.add_argument("--quick", action="store_true", help="a small data set and a 1 s budget (a check)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a small data set, {QUICK['iterations']} steps per run (a check)")
     args = parser.parse_args(argv)
     from dpmmbench.workflows.provenance import available_cores
 
@@ -151,14 +159,17 @@ def main(argv=None) -> int:
     known = sharded_samplers()
     unknown = sorted(set(args.only or ()) - set(known))
     budget = args.budget if args.budget is not None else QUICK["budget"] if args.quick else BUDGET
-    if unknown or not budget > 0:
-        print(f"benchmarks.quality: " + (f"not sharded samplers: {unknown} (these are: {known})" if unknown else
-                                         f"--budget must be > 0 seconds, got {budget:g}"), file=sys.stderr)
+    iterations = args.iterations if args.iterations is not None else QUICK["iterations"] if args.quick else None
+    problem = (f"not sharded samplers: {unknown} (these are: {known})" if unknown else
+               f"--budget must be > 0 seconds, got {budget:g}" if not budget > 0 else
+               f"--iterations must be >= 1, got {iterations}" if iterations is not None and iterations < 1 else None)
+    if problem:
+        print(f"benchmarks.quality: {problem}", file=sys.stderr)
         return 2
     dataset = args.dataset or (QUICK["dataset"] if args.quick else DATASET)
     out = args.out or Path("docs") / "scaling" / "quality" / f"{available_cores()}-core.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    run(out, workers, args.only or known, dataset, budget)
+    run(out, workers, args.only or known, dataset, budget, iterations)
     print(f"wrote {out}")
     return 0
 

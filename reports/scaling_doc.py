@@ -124,6 +124,12 @@ def _born(run: dict) -> str:
     return f"{run['new_components']} / {run['merged']}" if "new_components" in run else "–"
 
 
+def _per_run(record: dict) -> str:
+    cap = record.get("iterations_cap")
+    return f"{record['budget_s']:g} s per run" if cap is None else \
+        f"{cap} steps per run (at most {record['budget_s']:g} s)"
+
+
 def quality_block(records: list[dict]) -> str:
     """The quality-at-scale table of ``docs/results.md`` from ``records``."""
     lines = [f"Every sharded sampler from one cluster, one seed, on W single-threaded Dask workers, each for "
@@ -134,7 +140,7 @@ def quality_block(records: list[dict]) -> str:
         lines += ["", f"**{m.get('name', str(m['cores']) + '-core')}** ({m['cores']} cores, {m['cpu']}; commit "
                       f"{str(record.get('commit') or 'unknown')[:10]}, {record.get('date', '')}; `{record['path']}`): "
                       f"`{record['dataset']}`, {record['n_points']:,} points, truth K = {truth}, "
-                      f"{record['budget_s']:g} s per run", "",
+                      f"{_per_run(record)}", "",
                   "| algorithm | workers | iterations | reached (s) | final K | final NMI | K over time | new / merged |",
                   "|---|---:|---:|---|---:|---:|---|---:|"]
         final = {}

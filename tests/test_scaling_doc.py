@@ -116,17 +116,20 @@ def quality_record(tmp_path_factory):
 
 def test_quality_record_holds_real_trajectories(quality_record):
     data = json.loads(quality_record.read_text())
-    assert data["truth_k"] == 10 and data["n_points"] == 4000 and data["budget_s"] == 1.0
+    cap = quality.QUICK["iterations"]
+    assert data["truth_k"] == 10 and data["n_points"] == 4000 and data["iterations_cap"] == cap
     assert {(r["algorithm"], r["workers"]) for r in data["runs"]} == {("subc", 1), ("subc", 2), ("slice-mr", 1),
                                                                      ("slice-mr", 2), ("cons-prog", 1),
                                                                      ("cons-prog", 2)}
     for run in data["runs"]:
         times = [t for t, _, _ in run["trajectory"]]
-        # from one cluster at time 0 (after init), then forward in time to the budget's last step
-        assert run["trajectory"][0][1] == 1 and times == sorted(times) and times[-1] >= 1.0
-        assert len(run["trajectory"]) <= quality.POINTS and run["iterations"] >= len(run["trajectory"]) - 1
+        # from one cluster at time 0 (after init), then forward in time, one point a step; the
+        # check's runs end at their step count (their budget only bounds a stalled run)
+        assert run["trajectory"][0][1] == 1 and times == sorted(times) and times[-1] < data["budget_s"]
+        assert run["iterations"] == cap and len(run["trajectory"]) == cap + 1 <= quality.POINTS
         assert (run["n_clusters"], run["nmi"]) == tuple(run["trajectory"][-1][1:])
-    # subc finds the ten well-separated clusters within its second on either layout
+    # subc finds the ten well-separated clusters within its steps on either layout: a seeded
+    # chain of a fixed number of steps, the same whatever else the machine is doing
     assert all(r["nmi"] > 0.9 for r in data["runs"] if r["algorithm"] == "subc")
     # a consolidation sampler counts its workers' new components and the merged ones; from one
     # cluster, every cluster beyond the first was a new component that was not merged
@@ -142,6 +145,7 @@ def test_quality_block_says_when_the_truth_was_reached_or_where_it_was_going(qua
     [loaded] = scaling_doc.load_quality(quality_record.parent)
     text = scaling_doc.quality_block([loaded])
     assert "| `subc` | 1 |" in text and "| `slice-mr` | 2 |" in text and "Fewer clusters with more workers (more than 30% fewer" in text
+    assert f"{quality.QUICK['iterations']} steps per run (at most" in text
     cons = next(r for r in loaded["runs"] if r["algorithm"] == "cons-prog" and r["workers"] == 2)
     assert f"| {cons['new_components']} / {cons['merged']} |" in text and "*new / merged*" in text
     assert "| – |" in text  # the samplers without new components at the master
@@ -167,7 +171,8 @@ def test_a_bad_quality_record_is_named(tmp_path, content):
 
 @pytest.mark.parametrize("argv, message", [(["--workers", "0"], "--workers takes counts >= 1"),
                                            (["--only", "gibbs"], "not sharded samplers: ['gibbs']"),
-                                           (["--budget", "0"], "--budget must be > 0")])
+                                           (["--budget", "0"], "--budget must be > 0"),
+                                           (["--iterations", "0"], "--iterations must be >= 1")])
 def test_quality_bad_arguments_get_a_clear_error(argv, message, capsys, tmp_path):
     assert quality.main(["--quick", "--out", str(tmp_path / "q.json"), *argv]) == 2
     assert message in capsys.readouterr().err
