@@ -61,6 +61,11 @@ class Clusters:
         """Statistics of clusters ``ks`` (sums of their sub-clusters')."""
         return self.family.sum_pairs(self.family.take_stats(self.sub, subcluster_rows(ks)))
 
+    def totals(self):
+        """Statistics of every cluster, the same numbers as :meth:`cluster_stats` (a snapshot:
+        the random moves read it until one of them is accepted)."""
+        return self.family.sum_pairs(self.sub)
+
     def random_halves(self, k, w_right, rng):
         """A random Dirichlet-categorical labelling of cluster k's points (each goes right
         with probability ``w_right``): the statistics of the two halves, and the right half
@@ -150,15 +155,21 @@ class Clusters:
         self.splittable[a] = False
         self.isolated[a] = False
 
-    def pairs(self):
-        """Unordered pairs of living clusters in the same super-cluster."""
-        counts = np.bincount(self.group[self.alive])
-        return int((counts * (counts - 1) // 2).sum())
-
-    def pick_pair(self, rng):
-        """A uniformly random pair among :meth:`pairs`."""
+    def living(self):
+        """(the living clusters, how many of them each super-cluster holds, the number of
+        unordered pairs of them within super-clusters): what a random proposal reads, the same
+        until a move is accepted."""
         ids = np.flatnonzero(self.alive)
         counts = np.bincount(self.group[ids])
+        return ids, counts, int((counts * (counts - 1) // 2).sum())
+
+    def pairs(self):
+        """Unordered pairs of living clusters in the same super-cluster."""
+        return self.living()[2]
+
+    def pick_pair(self, rng, living=None):
+        """A uniformly random pair among :meth:`pairs` (``living``: :meth:`living`, if known)."""
+        ids, counts, _ = self.living() if living is None else living
         # the group as rng.choice(p=...) draws it (one uniform into the weights' cdf), without
         # its checks of p: half the cost of a merge proposal once the marginal was compiled.
         # With one group the uniform is drawn all the same (the stream), its answer known
@@ -208,6 +219,9 @@ class ShardedClusters(Clusters):
 
     def cluster_stats(self, ks):
         return self.family.take_stats(self.clusters, np.asarray(ks))
+
+    def totals(self):
+        return self.clusters
 
     def log_marginals(self, ks):
         if (self.stale | self.to_isolate).intersection(np.asarray(ks).tolist()):

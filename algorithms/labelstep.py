@@ -78,23 +78,23 @@ _STAYS_PREFIX = 1 << 16
 
 @kernel
 def _first_stays(old, new, sizes, limit):
-    """Per cluster, up to two of the points (from the first row on) whose draw is their own
-    cluster, read until every cluster of at least two points (``sizes``) has two or ``limit``
-    rows were read. Returns the counts (capped at 2) and whether they are final: every cluster
-    counted that can still reach two has, or every row was read."""
+    """Per cluster, whether one of its points (from the first row on) draws its own cluster,
+    read until every cluster with points (``sizes``) has one or ``limit`` rows were read.
+    Returns the counts (0 or 1) and whether they are final: every cluster counted that has
+    points has one, or every row was read."""
     K = sizes.shape[0]
     found = np.zeros(K, dtype=np.int64)
     remaining = 0
     for k in range(K):
-        remaining += 1 if sizes[k] >= 2 else 0
+        remaining += 1 if sizes[k] >= 1 else 0
     if remaining == 0:
         return found, True
     N = old.shape[0]
     for r in range(min(limit, N)):
         o = old[r]
-        if new[r] == o and found[o] < 2:
-            found[o] += 1
-            if found[o] == 2 and sizes[o] >= 2:
+        if new[r] == o and found[o] == 0:
+            found[o] = 1
+            if sizes[o] >= 1:
                 remaining -= 1
                 if remaining == 0:
                     return found, True
@@ -106,10 +106,11 @@ def restricted_keeps(old, new, n_clusters, sizes=None) -> np.ndarray:
 
     The sweep over the rows in order (:func:`sweep_keeping_clusters`, each row's draw made
     beforehand) keeps a point that is the last member of its cluster and gives every other
-    point its draw. A cluster with at least two points whose draw stays in it never gets down
-    to one point: only the clusters with fewer ("at risk": one-point clusters, or one that the
-    draw would empty) and the rows leaving or entering them are swept, in order, and the rows
-    kept returned (usually none).
+    point its draw. A cluster one of whose points draws it again keeps that point throughout
+    the sweep, so each of its other points, when its turn comes, shares the cluster with it
+    and takes its draw: nothing is kept there. Only the clusters none of whose points stay
+    ("at risk": the draw would empty them) and the rows leaving or entering them are swept,
+    in order, and the rows kept returned (usually none).
 
     Parameters
     ----------
@@ -118,8 +119,8 @@ def restricted_keeps(old, new, n_clusters, sizes=None) -> np.ndarray:
     n_clusters : int
     sizes : ndarray, optional
         The clusters' sizes in ``old``, if known: then the points that stay are looked for from
-        the first row only until every cluster of two or more points has two (usually within a
-        few rows; one pass over every row otherwise). Wrong sizes cost time, never the answer.
+        the first row only until every cluster has one (usually within a few rows; one pass
+        over every row otherwise). Wrong sizes cost time, never the answer.
 
     Returns
     -------
@@ -131,14 +132,14 @@ def restricted_keeps(old, new, n_clusters, sizes=None) -> np.ndarray:
         stays, final = _first_stays(old, new, np.asarray(sizes, dtype=np.int64), _STAYS_PREFIX)
     if not final:
         stays = _CLUSTER_STAYS[len(old) >= PARALLEL_MIN_WORK](old, new, n_clusters)
-    at_risk = (stays <= 1).astype(np.int64)
+    at_risk = (stays == 0).astype(np.int64)
     if not at_risk.any():
         return np.zeros(0, dtype=np.int64)
     rows = rows_touching(old, new, at_risk)
     swept, drawn = old[rows], new[rows]
     # these rows hold every point of the clusters at risk, so their sizes; a cluster not at
-    # risk keeps at least its two staying points whatever these rows do (a size it never
-    # reaches stands for it)
+    # risk keeps its staying point whatever these rows do, so never a last member that
+    # leaves (a size it never reaches stands for it)
     counts = np.where(at_risk == 1, np.bincount(swept, minlength=n_clusters), len(old) + 1)
     _keep_last_members(drawn, swept, counts)
     return rows[swept != drawn]

@@ -213,19 +213,35 @@ def test_restricted_keeps_on_many_points(n):
 
 
 def test_the_points_that_stay_are_found_from_the_first_rows():
-    """With the sizes known, two points that stay in each cluster of two or more are usually
-    among the first rows (shuffled data): the count ends there. A pair that lost a point, or an
-    unknown size, needs every row."""
+    """With the sizes known, a point that stays in each cluster is usually among the first rows
+    (shuffled data): the count ends there. A cluster whose only staying point comes late, or
+    none of whose points stays, needs every row."""
     rng = np.random.default_rng(0)
     old = rng.integers(0, 5, 100_000)
     new = np.where(rng.random(old.size) < 0.1, rng.integers(0, 5, old.size), old)
     found, final = _first_stays(old, new, np.bincount(old), 100)
-    assert final and (found == 2).all()
-    old[[10, 50_000]], new[[10, 50_000]] = 5, (5, 0)  # a pair, one of whose points leaves
+    assert final and (found == 1).all()
+    old[[10, 50_000]], new[[10, 50_000]] = 5, (0, 5)  # a pair: the first point leaves, the second stays
     found, final = _first_stays(old, new, np.bincount(old), 100)
-    assert not final
+    assert not final and found[5] == 0
     found, final = _first_stays(old, new, np.bincount(old), old.size)
-    assert final and found[5] == 1 and (found[:5] == 2).all()
+    assert final and (found == 1).all()
+    new[50_000] = 0  # now the draw empties the pair: at risk, after every row
+    found, final = _first_stays(old, new, np.bincount(old), old.size)
+    assert final and found[5] == 0 and (found[:5] == 1).all()
+
+
+def test_a_cluster_with_one_staying_point_keeps_nothing():
+    """One point of a cluster draws it again and every other point leaves: in the sweep each of
+    them still shares the cluster with the staying point, so all leave and nothing is kept,
+    whichever row the staying point has (not a cluster at risk)."""
+    for stay in range(6):
+        old = np.array([0, 0, 0, 0, 0, 0, 1, 1])
+        new = np.ones(8, dtype=np.int64)
+        new[stay] = 0
+        expected, _ = _whole_sweep_keeps(old, new, 2)
+        assert expected.size == 0
+        np.testing.assert_array_equal(restricted_keeps(old, new, 2, np.bincount(old)), expected)
 
 
 def test_keeping_a_point_keeps_the_statistics():

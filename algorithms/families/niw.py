@@ -83,8 +83,18 @@ def _small_d_stats(X, shift, labels, K, n, s1, s2):
 def _symmetrise_lower(s2):
     """(K, D, D) scatter matrices summed in their lower triangles (the upper ones zero, as the
     compiled passes leave them), with the lower triangles copied to the upper."""
-    # (np.tril_indices cost ~50 us a call, a tenth of subc's serial step at 100k points)
-    return s2 + np.swapaxes(np.tril(s2, -1), -1, -2)
+    # the strict lower triangle by a mask found once per dimension: np.tril builds its mask
+    # every call, ~6 numpy calls that took 30-75 us each time within a subc step at 100k
+    # points (3-4 a step; its caches cold after the label pass), the same values
+    return s2 + np.swapaxes(s2 * _strict_lower_mask(s2.shape[-1]), -1, -2)
+
+
+@functools.cache
+def _strict_lower_mask(D: int) -> np.ndarray:
+    """(D, D) ones strictly below the diagonal, zeros elsewhere (read-only)."""
+    mask = np.tri(D, D, -1)
+    mask.flags.writeable = False
+    return mask
 
 
 def grouped_gaussian_stats(X: np.ndarray, labels: np.ndarray, K: int, shift=None) -> GaussianStats:
