@@ -394,7 +394,11 @@ class SubClusters(Sampler):
         # not split this step under either burn-in rule that watches the window). L, the log
         # marginal of every cluster, is kept current through the splits and merges below
         # (restarts leave a cluster's points alone): a merge proposal then needs only L(a u b)
-        watched = np.setdiff1d(np.arange(K), restarted)
+        # (a mask, not np.setdiff1d: the same sorted clusters, without its sort and search
+        # of ~120 us a step within a step at 100k points)
+        watched = np.ones(K, dtype=bool)
+        watched[restarted] = False
+        watched = np.flatnonzero(watched)
         Ll, Lr, L = np.full(K, -np.inf), np.full(K, -np.inf), np.empty(K)
         Ll[watched], Lr[watched], L[watched] = c.log_marginals(watched)
         if len(restarted):
