@@ -311,9 +311,11 @@ class ShardedClusters(Clusters):
             return
         edits, self.edits = tuple(self.edits), []
         principal = [k for k in stale if self.principal and self.clusters.n[k] > 2]
-        # cluster -> (mean, centred scatter), cluster -> (shard, row): from the draw where it
-        # brought them, from a map of their own otherwise
-        moments, worst = self._drawn_moments(principal), self._drawn_worst(isolated)
+        # cluster -> (mean, centred scatter), cluster -> (shard, row): the moments from the
+        # clusters' statistics where the family holds them precisely; else from the draw where
+        # it brought them, from a map of their own otherwise
+        moments, worst = self._stats_moments(principal), self._drawn_worst(isolated)
+        moments.update(self._drawn_moments([k for k in principal if k not in moments]))
         fetch_moments = [k for k in principal if k not in moments]
         fetch_worst = [k for k in isolated if k not in worst]
         if fetch_moments or fetch_worst:
@@ -342,6 +344,17 @@ class ShardedClusters(Clusters):
             fam.set_stats(self.sub, subcluster_rows(restart), fam.sum_stats([p.restarted for p in parts]))
         self.stale.clear()
         self.to_isolate.clear()
+
+    def _stats_moments(self, ks) -> dict:
+        """cluster -> (mean, centred scatter) of the clusters of ``ks`` whose statistics give
+        them precisely (:meth:`Family.moments_from_stats`; none where the family cannot)."""
+        if not ks:
+            return {}
+        got = self.family.moments_from_stats(self.family.take_stats(self.clusters, np.asarray(ks)))
+        if got is None:
+            return {}
+        mean, scatter, precise = got
+        return {k: (mean[i], scatter[i]) for i, k in enumerate(ks) if precise[i]}
 
     def _drawn_moments(self, ks) -> dict:
         """cluster -> (mean, centred scatter) from the draw's sub-cluster moments, for the

@@ -42,9 +42,13 @@ next map, which brings back the statistics the master does not know yet. The mov
 in-process ones, run on the same statistics (:meth:`SubClusters._moves`), so the chain is
 the same; only the random streams differ (every shard draws its own points'). A steady
 iteration is one map; one that restarts sub-clusters (also from their worst-explained point) or
-proposes a random split needs one or two more. On small shards (``SMALL_SHARD_POINTS``) the
-label draw also brings back the moments and worst points the step's restarts are likely to
-need, which saves most of the second of those maps and changes nothing else.
+proposes a random split needs one or two more. A principal restart takes its cluster's mean
+and scatter from the master's statistics where the family holds them precisely (NIW:
+``Family.moments_from_stats``; the principal axis then differs from the one computed from
+the points by rounding only), else from the points. On small shards (``SMALL_SHARD_POINTS``)
+the label draw also brings back the worst points (and the moments the statistics lack) that
+the step's restarts are likely to need, which saves most of the second of those maps and
+changes nothing else.
 
 Where things are: this module holds the samplers, their states and the Hastings ratios of
 their moves; :mod:`._subcluster_clusters` the clusters a step's moves edit (in process or
@@ -300,7 +304,10 @@ class SubClusters(Sampler):
         # points of those whose rejected split would isolate one
         if fam.n_points(state.X) <= SMALL_SHARD_POINTS * shards.n_shards:
             full = np.isfinite(state.history[:, 1:]).all(axis=1)
-            may_restart = np.flatnonzero(full | state.splittable | state.isolated)
+            may_restart = full | state.splittable | state.isolated
+            # (the moments of clusters whose statistics give them precisely are not needed)
+            from_stats = fam.moments_from_stats(st)
+            may_restart = np.flatnonzero(may_restart if from_stats is None else may_restart & ~from_stats[2])
             may_isolate = np.flatnonzero(full & ~state.isolated)
             draw = draw._replace(moments=may_restart if principal and len(may_restart) else None,
                                  worst=may_isolate if len(may_isolate) else None)

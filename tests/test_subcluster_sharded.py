@@ -134,6 +134,63 @@ def test_what_the_draw_brings_back_for_restarts_saves_maps_and_changes_nothing(m
         assert moves > 0 and maps[0] < (0.95 if init_clusters == 1 else 0.85) * maps[1], (init_clusters, maps)
 
 
+def test_moments_from_the_statistics_are_the_points_moments_where_precise():
+    """NIW statistics hold each cluster's second moments: mean and scatter from them equal the
+    ones computed about each cluster's own mean from its points; a tight cluster far from the
+    prior mean, whose raw moments cancel, is flagged; a family without second moments gives none."""
+    from dpmmbench.algorithms._subcluster_shards import group_moments
+    from dpmmbench.algorithms.families import NormalKnownCovariance
+
+    ds = datasets.load("synth-chang2013?n=5000")
+    mean, scatter, precise = ds.family.moments_from_stats(ds.family.stats(ds.X, ds.labels, 10))
+    _, want_mean, want_scatter = group_moments(ds.X, ds.labels, 10)
+    assert precise.all()
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(scatter, want_scatter, rtol=1e-9, atol=1e-9)
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0.0, 1.0, (1000, 2)), 1e3 + rng.normal(0.0, 1e-3, (10, 2))])
+    fam = ds.family.default_for(X)  # prior mean: the data's, ~990 from the tight cluster
+    _, _, precise = fam.moments_from_stats(fam.stats(X, np.repeat([0, 1], [1000, 10]), 2))
+    assert precise.tolist() == [True, False]
+    known = NormalKnownCovariance.default_for(ds.X)
+    assert known.moments_from_stats(known.stats(ds.X, ds.labels, 10)) is None
+
+
+class CountingMoments:
+    """A shard map function that counts the calls asking it for moments (a module-level class:
+    the serial backend pickles what it sends, to count the bytes)."""
+
+    def __init__(self, fn):
+        self.fn, self.asked = fn, 0
+
+    def __call__(self, shard, payload):
+        self.asked += payload.moments is not None
+        return self.fn(shard, payload)
+
+
+@pytest.mark.parametrize("family", ["niw", "known"])
+def test_principal_restarts_on_shards_take_their_moments_from_the_statistics(monkeypatch, family):
+    """With NIW statistics a principal restart on shards needs no map for its moments and the
+    draw brings none; with a family whose statistics lack them (known variance) the moments
+    come from the points, as before. The master's statistics still follow every move."""
+    from dpmmbench.algorithms import _subcluster_clusters
+    from dpmmbench.algorithms.families import NormalKnownCovariance
+
+    counting_restructure, counting_draw = CountingMoments(_subcluster_clusters.restructure), \
+        CountingMoments(subcluster.draw_labels)
+    monkeypatch.setattr(_subcluster_clusters, "restructure", counting_restructure)
+    monkeypatch.setattr(subcluster, "draw_labels", counting_draw)
+    ds = datasets.load("synth-chang2013?n=3000")
+    fam = ds.family if family == "niw" else NormalKnownCovariance.default_for(ds.X)
+    for small in (subcluster.SMALL_SHARD_POINTS, 0):  # moments asked of the draw, or of maps of their own
+        monkeypatch.setattr(subcluster, "SMALL_SHARD_POINTS", small)
+        trace, state = run(ds.X, fam, SerialBackend(2), steps=40)
+        restarts = sum(info["proposed_splits"] for _, _, info in trace[1:])
+        assert restarts > 0 and len(np.unique(state.labels)) >= 4
+    asked = (counting_restructure.asked, counting_draw.asked)
+    assert asked == (0, 0) if family == "niw" else min(asked) > 0, asked
+
+
 def test_dask_gives_the_serial_labels_and_traffic(client):
     """Two Dask worker processes and two serial shards, same seed, from a single cluster
     through the first splits: the same labels, sub-labels and counted traffic."""

@@ -113,6 +113,12 @@ class Family(ABC):
             start += width
         return type(template)(*fields)
 
+    def moments_from_stats(self, stats):
+        """``(mean, centred scatter, precise)`` of each cluster from its statistics alone, or
+        ``None`` where the statistics do not hold the second moments (then the caller computes
+        them from the points). ``precise``: where the result can be trusted."""
+        return None
+
     def log_marginal(self, X) -> float:
         """Log marginal likelihood of all points of ``X`` as one cluster.
 
