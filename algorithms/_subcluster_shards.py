@@ -135,7 +135,7 @@ def draw_labels(shard, draw: LabelDraw) -> Drawn:
         rows = np.flatnonzero(pos >= 0)
         moments = group_moments(take_rows(X, rows), 2 * pos[rows] + zs[rows], 2 * len(draw.moments))
     if draw.worst is not None:
-        worst = _worst_points(family, X, new, draw.worst, take_params(draw.theta, draw.worst))
+        worst = family.lowest_loglik(X, new, draw.worst, take_params(draw.theta, draw.worst))
     return Drawn(stats, moments, worst)
 
 
@@ -150,19 +150,6 @@ def resweep_labels(shard, payload: Resweep):
     zs = sample_sublabels(family, shard.X, z, draw.stheta, draw.log_spi, shard.rng.random(len(z)))
     shard.labels = 2 * z + zs
     return family.stats(shard.X, 2 * z + zs, 2 * len(draw.log_pi)), counts
-
-
-def _worst_points(family, X, z, clusters, params):
-    """(lowest log-likelihood, its row) of the points of each of ``clusters`` under its
-    parameters (``params``, in that order); (inf, -1) for a cluster with no point here."""
-    lowest, rows = np.full(len(clusters), np.inf), np.full(len(clusters), -1, dtype=np.int64)
-    for r, k in enumerate(clusters):
-        idx = rows_where(z, k)
-        if idx.size:
-            loglik = family.loglik(take_rows(X, idx), take_params(params, [r]))[:, 0]
-            j = int(np.argmin(loglik))
-            lowest[r], rows[r] = loglik[j], idx[j]
-    return lowest, rows
 
 
 def group_moments(X, labels, n_groups):
@@ -199,7 +186,7 @@ def restructure(shard, payload: Restructure) -> Restructured:
         rows = np.flatnonzero(pos >= 0)
         moments = group_moments(take_rows(X, rows), pos[rows], len(payload.moments))
     if payload.worst is not None:
-        worst = _worst_points(family, X, z, *payload.worst)
+        worst = family.lowest_loglik(X, z, *payload.worst)
     if payload.restart is not None:
         pos = _position(z, payload.restart)
         rows = np.flatnonzero(pos >= 0)

@@ -45,10 +45,11 @@ iteration is one map; one that restarts sub-clusters (also from their worst-expl
 proposes a random split needs one or two more. A principal restart takes its cluster's mean
 and scatter from the master's statistics where the family holds them precisely (NIW:
 ``Family.moments_from_stats``; the principal axis then differs from the one computed from
-the points by rounding only), else from the points. On small shards (``SMALL_SHARD_POINTS``)
-the label draw also brings back the worst points (and the moments the statistics lack) that
-the step's restarts are likely to need, which saves most of the second of those maps and
-changes nothing else.
+the points by rounding only), else from the points. The label draw also brings back the worst-explained points that the step's
+isolates are likely to need: with every draw where the family finds them in one pass
+(``Family.lowest_loglik_in_one_pass``: NIW), else on small shards (``SMALL_SHARD_POINTS``), which
+there also brings the moments the statistics lack. That saves most of the second of those maps
+and changes nothing else.
 
 Where things are: this module holds the samplers, their states and the Hastings ratios of
 their moves; :mod:`._subcluster_clusters` the clusters a step's moves edit (in process or
@@ -297,20 +298,23 @@ class SubClusters(Sampler):
         st, draw = self._draw_params(state.sub_stats, rng, state.alpha)
         principal = self.params["subcluster_init"] == "principal" and isinstance(state.X, np.ndarray)
 
-        # 3. labels and sub-labels on the shards; statistics back. On small shards also what
-        # this step's restarts are likely to need, so that they need no map of their own: the
-        # moments of the sub-clusters of clusters that may split or restart (burnt in, or
-        # about to be; isolated: their one-point sub-cluster is often emptied) and the worst
-        # points of those whose rejected split would isolate one
-        if fam.n_points(state.X) <= SMALL_SHARD_POINTS * shards.n_shards:
-            full = np.isfinite(state.history[:, 1:]).all(axis=1)
+        # 3. labels and sub-labels on the shards; statistics back. Also what this step's
+        # restarts are likely to need, so that they need no map of their own: the worst points
+        # of the clusters whose rejected split would isolate one (on small shards, or where
+        # the family finds them in one pass), and on small shards the moments of the
+        # sub-clusters of clusters that may split or restart (burnt in, or about to be;
+        # isolated: their one-point sub-cluster is often emptied), where the statistics do not
+        # give them
+        full = np.isfinite(state.history[:, 1:]).all(axis=1)
+        small = fam.n_points(state.X) <= SMALL_SHARD_POINTS * shards.n_shards
+        if small or fam.lowest_loglik_in_one_pass:
+            may_isolate = np.flatnonzero(full & ~state.isolated)
+            draw = draw._replace(worst=may_isolate if len(may_isolate) else None)
+        if small and principal:
             may_restart = full | state.splittable | state.isolated
-            # (the moments of clusters whose statistics give them precisely are not needed)
             from_stats = fam.moments_from_stats(st)
             may_restart = np.flatnonzero(may_restart if from_stats is None else may_restart & ~from_stats[2])
-            may_isolate = np.flatnonzero(full & ~state.isolated)
-            draw = draw._replace(moments=may_restart if principal and len(may_restart) else None,
-                                 worst=may_isolate if len(may_isolate) else None)
+            draw = draw._replace(moments=may_restart if len(may_restart) else None)
         parts = shards.map(draw_labels, draw)
         sub = fam.sum_stats([p.stats for p in parts])
         fell_back = bool((fam.sum_pairs(sub).n == 0).any())

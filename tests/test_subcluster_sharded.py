@@ -156,6 +156,45 @@ def test_moments_from_the_statistics_are_the_points_moments_where_precise():
     assert known.moments_from_stats(known.stats(ds.X, ds.labels, 10)) is None
 
 
+@pytest.mark.parametrize("n", [500, 60_000])
+def test_the_one_pass_lowest_loglik_is_the_per_cluster_one(n):
+    """NIW's worst-explained points in one compiled pass (each row against its own cluster,
+    serial and parallel chunks) are the generic per-cluster search's: the same rows, the same
+    log-likelihoods up to rounding; a cluster with no row here gives (inf, -1)."""
+    from dpmmbench.algorithms.families import Family
+    from dpmmbench.algorithms.labelstep import take_params
+
+    ds = datasets.load(f"synth-chang2013?n={n}")
+    fam = ds.family
+    rng = np.random.default_rng(n)
+    params = fam.sample_params(fam.stats(ds.X, ds.labels, 11), rng)  # cluster 10 has no point
+    clusters = np.array([10, 3, 0, 7])
+    got = fam.lowest_loglik(ds.X, ds.labels, clusters, take_params(params, clusters))
+    want = Family.lowest_loglik(fam, ds.X, ds.labels, clusters, take_params(params, clusters))
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    assert got[0][0] == np.inf and got[1][0] == -1 and (got[1][1:] >= 0).all()
+
+
+def test_worst_points_with_the_draw_on_large_shards_change_nothing(monkeypatch):
+    """Where the family finds the worst-explained points in one pass (NIW) every draw brings
+    them back, whatever the shards' size: the same labels, sub-labels and moves as fetching
+    them with maps of their own, in fewer maps."""
+    ds = datasets.load("synth-chang2013?n=3000")
+    monkeypatch.setattr(subcluster, "SMALL_SHARD_POINTS", 0)  # every shard is large
+    traces = []
+    for one_pass in (True, False):
+        monkeypatch.setattr(type(ds.family), "lowest_loglik_in_one_pass", one_pass)
+        traces.append(run(ds.X, ds.family, SerialBackend(2), steps=60)[0])
+    traffic = ("messages", "bytes_sent", "bytes_received")
+    for (la, sa, ia), (lb, sb, ib) in zip(*traces):
+        np.testing.assert_array_equal(la, lb)
+        np.testing.assert_array_equal(sa, sb)
+        assert {k: v for k, v in ia.items() if k not in traffic} == {k: v for k, v in ib.items() if k not in traffic}
+    maps = [sum(info["messages"] for _, _, info in trace[1:]) for trace in traces]
+    assert maps[0] < maps[1], maps
+
+
 class CountingMoments:
     """A shard map function that counts the calls asking it for moments (a module-level class:
     the serial backend pickles what it sends, to count the bytes)."""

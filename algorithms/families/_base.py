@@ -113,6 +113,26 @@ class Family(ABC):
             start += width
         return type(template)(*fields)
 
+    #: :meth:`lowest_loglik` is one compiled pass over the rows (cheap beside a label draw)
+    lowest_loglik_in_one_pass = False
+
+    def lowest_loglik(self, X, labels, clusters, params):
+        """The point each of ``clusters`` explains worst: ``(lowest, rows)``, the lowest
+        log-likelihood under its parameters (``params``, the clusters' in that order) among
+        the rows of ``X`` labelled with it, and its row (the first of equals); inf and -1 for
+        a cluster with no row."""
+        from .._numerics import rows_where, take_rows
+
+        lowest, rows = np.full(len(clusters), np.inf), np.full(len(clusters), -1, dtype=np.int64)
+        for r, k in enumerate(clusters):
+            idx = rows_where(labels, k)
+            if idx.size:
+                one = type(params)(*(np.asarray(a)[[r]] for a in params))
+                loglik = self.loglik(take_rows(X, idx), one)[:, 0]
+                j = int(np.argmin(loglik))
+                lowest[r], rows[r] = loglik[j], idx[j]
+        return lowest, rows
+
     def moments_from_stats(self, stats):
         """``(mean, centred scatter, precise)`` of each cluster from its statistics alone, or
         ``None`` where the statistics do not hold the second moments (then the caller computes

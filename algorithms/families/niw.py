@@ -256,6 +256,26 @@ class NormalInverseWishart(Family):
         D = self.dim
         return GaussianStats(np.zeros(n_clusters), np.zeros((n_clusters, D)), np.zeros((n_clusters, D, D)))
 
+    lowest_loglik_in_one_pass = True
+
+    def lowest_loglik(self, X, labels, clusters, params):
+        """See :meth:`Family.lowest_loglik`: one pass over the rows, each scored against its own
+        cluster only (the quadratic form; ``D^2`` multiply-adds a row, where the label draw
+        spends ``K`` times that), in row chunks whose lowest are taken in row order."""
+        X = np.asarray(X, dtype=np.float64)
+        labels = np.asarray(labels, dtype=np.int64)
+        clusters = np.asarray(clusters, dtype=np.int64)
+        N, D = X.shape
+        pos = np.full(max(int(labels.max(initial=-1)), int(clusters.max(initial=-1))) + 1, -1, dtype=np.int64)
+        pos[clusters] = np.arange(len(clusters))
+        C = _STATS_CHUNKS if N * D * D >= PARALLEL_MIN_WORK else 1
+        lowest, rows = np.full((C, len(clusters)), np.inf), np.full((C, len(clusters)), -1, dtype=np.int64)
+        const = -0.5 * D * LOG_2PI - 0.5 * np.asarray(params.logdet_sigma, dtype=np.float64)
+        _OWN_LOWEST_LOGLIK[C > 1](X, labels, pos, np.ascontiguousarray(params.mu, dtype=np.float64),
+                                  np.ascontiguousarray(params.W, dtype=np.float64), const, lowest, rows)
+        first = np.argmin(lowest, axis=0)  # the first chunk of equals: the lowest row
+        return lowest[first, np.arange(len(clusters))], rows[first, np.arange(len(clusters))]
+
     def moments_from_stats(self, stats):
         """See :meth:`Family.moments_from_stats`: the mean in the data's coordinates and the
         scatter about it, ``s2 - n m m^T`` of the statistics centred at the prior mean. That
@@ -524,6 +544,22 @@ def _half_quadform(X, r, mu, W, k):
             s += (X[r, a] - mu[k, a]) * W[k, a, b]
         q += s * s
     return 0.5 * q
+
+
+def _own_lowest_loglik(X, labels, pos, mu, W, c, lowest, rows):
+    """Per row chunk, the lowest ``c[j] - ||W_j^T (x - mu_j)||^2 / 2`` of the rows whose label's
+    position ``pos[label]`` is ``j >= 0``, and its row (the first of equals)."""
+    N = X.shape[0]
+    C = lowest.shape[0]
+    step = (N + C - 1) // C
+    for ch in prange(C):
+        for r in range(ch * step, min(N, (ch + 1) * step)):
+            j = pos[labels[r]]
+            if j >= 0:
+                ll = c[j] - _half_quadform(X, r, mu, W, j)
+                if ll < lowest[ch, j]:
+                    lowest[ch, j] = ll
+                    rows[ch, j] = r
 
 
 def _small_d_loglik(X, mu, W, c, out):
@@ -1195,6 +1231,7 @@ NATURAL_LOGLIK_BLOCK = 256
 #: working-set target of one block product in the fused pass (a core's share of L2)
 _FUSED_BLOCK_BYTES = 1 << 17
 SMALL_D_LOGLIK = parallel_variants(_small_d_loglik)
+_OWN_LOWEST_LOGLIK = parallel_variants(_own_lowest_loglik)
 SMALL_D_STATS = parallel_variants(_small_d_stats)
 _BLOCKED_QUADFORM = parallel_variants(_blocked_quadform)
 _FUSED_SUBCLUSTER_DRAW = parallel_variants(_fused_subcluster_draw)
