@@ -163,12 +163,9 @@ class Clusters:
         counts = np.bincount(self.group[ids])
         return ids, counts, int((counts * (counts - 1) // 2).sum())
 
-    def pairs(self):
-        """Unordered pairs of living clusters in the same super-cluster."""
-        return self.living()[2]
-
     def pick_pair(self, rng, living=None):
-        """A uniformly random pair among :meth:`pairs` (``living``: :meth:`living`, if known)."""
+        """A uniformly random pair of living clusters in the same super-cluster (``living``:
+        :meth:`living`, if known)."""
         ids, counts, _ = self.living() if living is None else living
         # the group as rng.choice(p=...) draws it (one uniform into the weights' cdf), without
         # its checks of p: half the cost of a merge proposal once the marginal was compiled.

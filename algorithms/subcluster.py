@@ -45,11 +45,11 @@ iteration is one map; one that restarts sub-clusters (also from their worst-expl
 proposes a random split needs one or two more. A principal restart takes its cluster's mean
 and scatter from the master's statistics where the family holds them precisely (NIW:
 ``Family.moments_from_stats``; the principal axis then differs from the one computed from
-the points by rounding only), else from the points. The label draw also brings back the worst-explained points that the step's
-isolates are likely to need: with every draw where the family finds them in one pass
-(``Family.lowest_loglik_in_one_pass``: NIW), else on small shards (``SMALL_SHARD_POINTS``), which
-there also brings the moments the statistics lack. That saves most of the second of those maps
-and changes nothing else.
+the points by rounding only), else from the points. The label draw also brings back the
+worst-explained points that the step's isolates are likely to need: with every draw where
+the family finds them in one pass (``Family.lowest_loglik_in_one_pass``: NIW), else on small
+shards (``SMALL_SHARD_POINTS``), which there also brings the moments the statistics lack.
+That saves most of the second of those maps and changes nothing else.
 
 Where things are: this module holds the samplers, their states and the Hastings ratios of
 their moves; :mod:`._subcluster_clusters` the clusters a step's moves edit (in process or

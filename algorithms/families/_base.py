@@ -6,6 +6,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._numerics import rows_where, take_rows
+from ..labelstep import take_params
+
 
 class CollapsedKernels(NamedTuple):
     """Numba functions a collapsed sampler needs from a family.
@@ -121,14 +124,11 @@ class Family(ABC):
         log-likelihood under its parameters (``params``, the clusters' in that order) among
         the rows of ``X`` labelled with it, and its row (the first of equals); inf and -1 for
         a cluster with no row."""
-        from .._numerics import rows_where, take_rows
-
         lowest, rows = np.full(len(clusters), np.inf), np.full(len(clusters), -1, dtype=np.int64)
         for r, k in enumerate(clusters):
             idx = rows_where(labels, k)
             if idx.size:
-                one = type(params)(*(np.asarray(a)[[r]] for a in params))
-                loglik = self.loglik(take_rows(X, idx), one)[:, 0]
+                loglik = self.loglik(take_rows(X, idx), take_params(params, [r]))[:, 0]
                 j = int(np.argmin(loglik))
                 lowest[r], rows[r] = loglik[j], idx[j]
         return lowest, rows
